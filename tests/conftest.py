@@ -1,0 +1,25 @@
+"""Shared fixtures. Integration tests share one real local Ray (2 CPUs, dashboard on loopback), started
+once per test session and shut down at its end, so no Ray process outlives the tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    import ray
+
+    from tune_service.driver import init_ray
+
+    init_ray(num_cpus=2)  # the same embedded Ray that `tune-run` starts, sized like CI's machine
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _wandb_offline(monkeypatch):
+    """Tests never talk to a wandb server."""
+    monkeypatch.setenv("WANDB_MODE", "offline")

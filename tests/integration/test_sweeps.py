@@ -1,0 +1,84 @@
+"""Real sweeps on a real local Ray: every trial a 2-rank DDP job over gloo, tiny epochs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tune_service
+from tune_service import cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def only_dir(storage: Path) -> Path:
+    (experiment,) = list(storage.iterdir())
+    return experiment
+
+
+def test_cli_hyperopt_asha_sweep_end_to_end(ray_cluster, tmp_path, capsys):
+    storage = tmp_path / "runs"
+    code = cli.main([
+        str(ROOT / "search_spaces" / "quickstart.yaml"), "--storage", str(storage), "--name", "quick",
+        "--set", "run_cap=5", "--set", "scheduler.max_t=3", "--set", "parameters.hidden.values=[16, 32]",
+        "--set", "parameters.lr.min=1e-5",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "rank  trial" in out and "5 trials:" in out  # the leaderboard
+
+    summary = json.loads((storage / "quick" / "summary.json").read_text())
+    trials = summary["trials"]
+    assert len(trials) == 5
+    assert all(t["metrics"]["world_size"] == 2 for t in trials)  # every trial a 2-rank DDP job
+    assert all(t["status"] in ("completed", "stopped") for t in trials)
+    assert any(t["status"] == "stopped" and t["epochs"] < 3 for t in trials)  # ASHA stopped one early
+    assert all(t["status"] != "completed" or t["epochs"] == 3 for t in trials)
+    best = summary["best"]
+    assert best["metrics"]["val_accuracy"] == max(t["metrics"]["val_accuracy"] for t in trials)
+    assert yaml.safe_load((storage / "quick" / "best_config.yaml").read_text()) == best["config"]
+    assert set(best["config"]) == {"lr", "hidden", "dropout", "batch_size"}
+    assert isinstance(best["config"]["hidden"], int) and isinstance(best["config"]["lr"], float)
+
+
+def test_bohb_sweep_with_hyperband_for_bohb(ray_cluster, tmp_path):
+    result = tune_service.run(ROOT / "search_spaces" / "bohb.yaml", storage=tmp_path, name="bohb",
+                              run_cap=3, overrides={"scheduler.max_t": 3}, verbose=0)
+    assert len(result.trials) == 3
+    assert all(t.status in ("completed", "stopped") and t.epochs >= 1 for t in result.trials)
+    assert result.best is not None and result.best_metrics["val_loss"] == min(t.metrics["val_loss"] for t in result.trials)
+    assert 16 <= result.best_config["hidden"] <= 128 and isinstance(result.best_config["hidden"], int)
+    assert tune_service.load_results(tmp_path / "bohb").best.trial_id == result.best.trial_id
+
+
+def test_user_task_by_import_path_under_grid_and_fifo(ray_cluster, tmp_path):
+    spec = {
+        "name": "regression", "task": "user_tasks:TinyRegression", "method": "grid",
+        "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": {"lr": {"values": [0.05, 0.1]}, "width": {"value": 2}},
+        "scheduler": {"type": "fifo", "max_t": 2},
+    }
+    result = tune_service.run(spec, storage=tmp_path, name="grid", verbose=0)
+    assert sorted(t.config["lr"] for t in result.trials) == [0.05, 0.1]
+    assert all(t.status == "completed" and t.epochs == 2 for t in result.trials)
+    assert all("val_accuracy" not in t.metrics and t.metrics["world_size"] == 2 for t in result.trials)
+
+
+def test_plain_train_loop_runs_unchanged_with_metrics_averaged_over_ranks(ray_cluster, tmp_path):
+    from user_tasks import shard_reporting_loop
+
+    spec = {
+        "name": "plain", "method": "random", "run_cap": 1, "metric": {"name": "score", "goal": "maximize"},
+        "parameters": {"offset": {"value": 10}, "steps": {"value": 2}},
+        "scheduler": {"type": "fifo", "max_t": 2},
+    }
+    result = tune_service.run(spec, storage=tmp_path, name="plain", task=shard_reporting_loop, verbose=0)
+    (trial,) = result.trials
+    assert trial.epochs == 2  # epoch filled in from the report count
+    assert trial.metrics["world_size"] == 2
+    assert trial.metrics["rank_seen"] == 0.5  # the mean of ranks 0 and 1, not rank 0's shard
+    assert trial.metrics["score"] == 10 + 1 + 0.5

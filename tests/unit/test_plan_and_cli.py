@@ -1,0 +1,125 @@
+"""The plan, the pure Tuner build, and the CLI's dry-run and error handling (no Ray started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tune_service import cli
+from tune_service.driver import build_tuner
+from tune_service.errors import TaskError
+from tune_service.plan import make_plan
+from tune_service.resources import ClusterResources
+from tune_service.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACES = sorted((ROOT / "search_spaces").glob("*.yaml"))
+TWO_CPUS = ClusterResources(2, 0, 2, 0)
+
+
+def test_there_are_example_spaces():
+    names = {p.stem for p in SPACES}
+    assert {"quickstart", "bohb", "random_fifo"} <= names
+
+
+@pytest.mark.parametrize("path", SPACES, ids=lambda p: p.name)
+def test_dry_run_works_on_every_example_without_starting_ray(path, capsys):
+    import ray
+
+    assert cli.main([str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "trials" in out and "concurrency" in out and "parameters" in out
+    assert not ray.is_initialized()
+
+
+def test_plan_describes_rungs_resources_and_concurrency():
+    plan = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
+    assert plan.num_trials == 10 and plan.max_concurrent == 1 and plan.rungs == (1, 3)
+    text = plan.describe()
+    assert "rungs at epochs [1, 3]" in text
+    assert "2 DDP ranks/trial x (1 CPU, 0 GPU) = 2 CPU, 0 GPU per trial" in text
+
+
+def test_grid_trial_count_is_capped_by_run_cap():
+    spec = load_spec({"method": "grid", "run_cap": 3, "parameters": {"a": {"values": [1, 2, 3, 4]}, "b": {"values": [0, 1]}}})
+    assert make_plan(spec, TWO_CPUS).num_trials == 3
+    uncapped = load_spec({"method": "grid", "parameters": {"a": {"values": [1, 2, 3, 4]}, "b": {"values": [0, 1]}}})
+    assert make_plan(uncapped, TWO_CPUS).num_trials == 8
+
+
+def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path):
+    import ray
+    from ray.tune.schedulers import ASHAScheduler, HyperBandForBOHB
+    from ray.tune.search.bohb import TuneBOHB
+    from ray.tune.search.hyperopt import HyperOptSearch
+
+    quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
+    config = build_tuner(quick, tmp_path, "x").tune_config
+    assert isinstance(config.search_alg, HyperOptSearch) and isinstance(config.scheduler, ASHAScheduler)
+    assert (config.metric, config.mode, config.num_samples, config.max_concurrent_trials) == ("val_accuracy", "max", 10, 1)
+
+    bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)
+    config = build_tuner(bohb, tmp_path, "y").tune_config
+    assert isinstance(config.search_alg, TuneBOHB) and isinstance(config.scheduler, HyperBandForBOHB)
+
+    # Tune ignores max_concurrent_trials for random/grid search: the generator must carry the cap itself,
+    # or every trial would start at once and wait for CPUs the others hold.
+    four_cpus = ClusterResources(4, 0, 4, 0)
+    random_plan = make_plan(load_spec(ROOT / "search_spaces" / "random_fifo.yaml"), four_cpus)
+    config = build_tuner(random_plan, tmp_path, "z").tune_config
+    assert config.search_alg.max_concurrent == 2 and random_plan.max_concurrent == 2
+
+    assert not ray.is_initialized()
+    assert list(tmp_path.iterdir()) == []  # nothing written either
+
+
+def test_unknown_task_is_a_task_error():
+    spec = load_spec({"task": "no_such_module_xyz:Task", "parameters": {"lr": {"value": 0.1}}})
+    with pytest.raises(TaskError, match="task: cannot import module 'no_such_module_xyz'"):
+        make_plan(spec, TWO_CPUS)
+
+
+def test_task_attribute_must_exist_and_be_usable():
+    with pytest.raises(TaskError, match="has no attribute 'Nope'"):
+        make_plan(load_spec({"task": "tune_service.tasks.digits:Nope"}), TWO_CPUS)
+    with pytest.raises(TaskError, match="must name a Task subclass, a Task instance or a train_loop_per_worker"):
+        make_plan(load_spec({"task": "tune_service.tasks.digits:SPLIT_SEED"}), TWO_CPUS)
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_cli_bad_spec_exits_2_with_one_line_per_problem_and_no_traceback(tmp_path, capsys):
+    path = write(tmp_path, "method: random\nparameters:\n  lr: {distribution: log_uniform_values, min: 0, max: 1}\n")
+    assert cli.main([path]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: parameters.lr.min: must be > 0 for log_uniform_values, got 0\n"
+
+
+def test_cli_trial_too_big_for_cluster_fails_before_starting(tmp_path, capsys):
+    import ray
+
+    path = write(tmp_path, "resources: {workers: 512}\nparameters: {lr: {value: 0.1}}\n")
+    assert cli.main([path, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: resources: one trial needs 512 workers x (1 CPU, 0 GPU) = 512 CPU")
+    assert "Traceback" not in err and not ray.is_initialized()
+
+
+def test_cli_debug_shows_the_traceback(tmp_path):
+    from tune_service.errors import SpecError
+
+    path = write(tmp_path, "method: nope\n")
+    with pytest.raises(SpecError):
+        cli.main([path, "--debug"])
+
+
+def test_cli_set_overrides_reach_the_plan(tmp_path, capsys):
+    assert cli.main([str(ROOT / "search_spaces" / "quickstart.yaml"), "--dry-run", "--set", "run_cap=3",
+                     "--set", "scheduler.max_t=4"]) == 0
+    out = capsys.readouterr().out
+    assert "trials       3" in out and "max_t=4" in out

@@ -1,0 +1,43 @@
+"""Users' own tasks, imported by path (``user_tasks:...``) the way a user's package would be."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from tune_service import Task
+
+
+class TinyRegression(Task):
+    """A linear regression task with an MSE loss and no accuracy."""
+
+    name = "tiny_regression"
+    defaults = {"lr": 0.05, "batch_size": 16, "optimizer": "sgd", "width": 4}
+
+    def datasets(self, config):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(96, 3, generator=g)
+        y = x @ torch.tensor([1.0, -2.0, 0.5]) + 0.1 * torch.randn(96, generator=g)
+        return TensorDataset(x[:64], y[:64]), TensorDataset(x[64:], y[64:])
+
+    def model(self, config):
+        return nn.Sequential(nn.Linear(3, int(config["width"])), nn.Linear(int(config["width"]), 1), nn.Flatten(0))
+
+    def loss(self, outputs, targets):
+        return F.mse_loss(outputs, targets)
+
+    def correct(self, outputs, targets):
+        return None
+
+
+def shard_reporting_loop(config):
+    """A plain Ray Train ``train_loop_per_worker``: reports its own rank's numbers and no ``epoch``."""
+    import ray.train
+    import torch.distributed as dist
+
+    for step in range(int(config["steps"])):
+        rank = dist.get_rank()
+        ray.train.report({"score": float(config["offset"] + step + rank), "rank_seen": rank,
+                          "world_size": dist.get_world_size()})

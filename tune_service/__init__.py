@@ -1,0 +1,24 @@
+"""tune-service: hyperparameter sweeps of PyTorch DDP trials on Ray Tune.
+
+Public API::
+
+    import tune_service
+    result = tune_service.run("search_spaces/quickstart.yaml", run_cap=4)
+    result.best_config, result.best_metrics, result.trials
+"""
+
+from tune_service.driver import build_tuner, run
+from tune_service.errors import CapacityError, Problem, SpecError, TaskError, TuneServiceError
+from tune_service.plan import SweepPlan, make_plan
+from tune_service.results import SweepResult, TrialRecord
+from tune_service.results import load as load_results
+from tune_service.spec import SweepSpec, load_spec
+from tune_service.tasks import Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "run", "load_spec", "make_plan", "build_tuner", "load_results", "Task",
+    "SweepSpec", "SweepPlan", "SweepResult", "TrialRecord",
+    "TuneServiceError", "SpecError", "CapacityError", "TaskError", "Problem",
+]

@@ -1,0 +1,41 @@
+"""The one hierarchy of user-facing errors.
+
+Every error a user can cause (a bad spec, a trial that cannot fit the cluster, a task that cannot be
+imported) is a :class:`TuneServiceError`. Its ``str()`` is the complete message the CLI prints after
+``error:``; the CLI maps these to exit code 2 and prints no traceback unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TuneServiceError(Exception):
+    """Base of every error caused by the user's input rather than by a bug in tune-service."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where (a dotted path such as ``parameters.lr.min``) and what."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(TuneServiceError):
+    """The sweep spec is invalid. Carries every problem found, not only the first."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class CapacityError(TuneServiceError):
+    """A single trial needs more resources than the cluster has, so the sweep could never start."""
+
+
+class TaskError(TuneServiceError):
+    """The task named by the spec cannot be found, imported or used."""

@@ -1,0 +1,84 @@
+"""The resolved sweep: what will run, on what, how many at once. What ``tune-run --dry-run`` prints.
+
+``make_plan`` finishes validation that needs more than the spec file: it builds the searcher's native
+space (refusing forms the searcher cannot express), resolves the task, and checks that one trial fits
+the cluster. It never starts Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tune_service import registry
+from tune_service.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
+from tune_service.spec import SweepSpec
+from tune_service.tasks import ResolvedTask, Task, resolve_task
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    spec: SweepSpec
+    task: ResolvedTask
+    num_trials: int
+    cluster: ClusterResources
+    max_concurrent: int
+    rungs: tuple[int, ...]
+
+    @property
+    def max_trial_epochs(self) -> int:
+        """An upper bound on the epochs the sweep trains (every trial to ``max_t``)."""
+        return self.num_trials * self.spec.scheduler.max_t
+
+    def describe(self) -> str:
+        """The plan as text: parameters, trials, schedule, resources, concurrency."""
+        s = self.spec
+        need = trial_needs(s.resources)
+        lines = [
+            f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
+            f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)"),
+            f"method       {s.method}" + (" (hyperopt TPE)" if s.method == "bayes" else ""),
+            f"metric       {s.metric.name} ({s.metric.goal})",
+            f"trials       {self.num_trials}",
+            "parameters",
+        ]
+        width = max((len(p.name) for p in s.parameters), default=0)
+        lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
+        sched = s.scheduler
+        if sched.type == "fifo":
+            lines.append(f"scheduler    fifo: every trial trains {sched.max_t} epochs")
+        else:
+            lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
+                         f"max_t={sched.max_t} epochs, reduction_factor={sched.reduction_factor:g}"
+                         + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
+            lines.append(f"  rungs at epochs {list(self.rungs)}")
+        r = s.resources
+        lines += [
+            f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
+            f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial",
+            f"cluster      {self.cluster.describe()}",
+            f"concurrency  {self.max_concurrent} trial(s) at once",
+            f"budget       at most {self.max_trial_epochs} trial-epochs",
+            f"seed         {s.seed}",
+        ]
+        lines += [f"note         {n}" for n in s.notes]
+        return "\n".join(lines)
+
+
+def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,
+              task: str | Task | object | None = None) -> SweepPlan:
+    """Resolve ``spec`` against a cluster (this machine when ``None``).
+
+    Args:
+        task: the task object itself (Python API), used instead of resolving ``spec.task``.
+
+    Raises:
+        SpecError: the searcher cannot express a parameter.
+        TaskError: the task cannot be imported or used.
+        CapacityError: one trial does not fit the cluster.
+    """
+    cluster = cluster or local_machine()
+    registry.build_searcher(spec)  # builds the native space: refuses what the searcher cannot express
+    resolved = resolve_task(task if task is not None else spec.task)
+    num_trials = registry.trial_count(spec)
+    concurrent = min(max_concurrent_trials(spec.resources, cluster), num_trials)
+    return SweepPlan(spec, resolved, num_trials, cluster, concurrent, tuple(registry.rung_epochs(spec)))

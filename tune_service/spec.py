@@ -1,0 +1,471 @@
+"""The sweep spec: a typed, frozen description of one sweep, and ``load_spec`` that builds it.
+
+The file format is a superset of the W&B sweep configuration, so a W&B user's sweep file is already a
+valid spec. Our own keys (``task``, ``scheduler``, ``resources``, ``wandb``, ``seed``) add what W&B
+leaves to its agent: what to train, early stopping, and the DDP world of each trial.
+
+Validation happens completely before Ray starts and reports every problem at once, each with its dotted
+path, the rule and the value (``parameters.lr.min: must be > 0 for log_uniform_values, got 0``).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tune_service.errors import Problem, SpecError
+
+METHODS = ("random", "grid", "bayes", "hyperopt", "bohb")
+GOALS = ("minimize", "maximize")
+SCHEDULERS = ("asha", "hyperband", "fifo")
+
+#: Distributions of the W&B grammar that this version samples. ``constant`` and ``categorical`` are
+#: also what ``value:`` and ``values:`` mean.
+DISTRIBUTIONS = (
+    "constant",
+    "categorical",
+    "uniform",
+    "int_uniform",
+    "q_uniform",
+    "log_uniform",
+    "log_uniform_values",
+    "q_log_uniform_values",
+)
+_NUMERIC_DISTRIBUTIONS = tuple(d for d in DISTRIBUTIONS if d not in ("constant", "categorical"))
+_PARAMETER_KEYS = ("value", "values", "probabilities", "distribution", "min", "max", "q")
+
+#: W&B keys that describe how W&B's own agent launches a program. We read them and say we do not run them.
+WANDB_AGENT_KEYS = ("program", "command")
+_TOP_LEVEL_KEYS = (
+    "name", "description", "method", "metric", "run_cap", "parameters", "task", "scheduler",
+    "resources", "wandb", "seed", "project", "entity", *WANDB_AGENT_KEYS,
+)
+
+DEFAULT_RUN_CAP = 10
+DEFAULT_METRIC = {"name": "val_loss", "goal": "minimize"}
+MAX_SPEC_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One searched (or fixed) hyperparameter, as the spec file declares it.
+
+    ``distribution`` is always resolved (``value:`` gives ``constant``, ``values:`` gives
+    ``categorical``, bare ``min``/``max`` give ``int_uniform`` or ``uniform``). Bounds are inclusive.
+    """
+
+    name: str
+    distribution: str
+    value: Any = None
+    values: tuple = ()
+    probabilities: tuple | None = None
+    min: float | int | None = None
+    max: float | int | None = None
+    q: float | int | None = None
+
+    @property
+    def is_searched(self) -> bool:
+        return self.distribution != "constant"
+
+    def describe(self) -> str:
+        """A one-line human description, as ``--dry-run`` prints it."""
+        d = self.distribution
+        if d == "constant":
+            return f"constant {self.value!r}"
+        if d == "categorical":
+            weights = f" p={list(self.probabilities)}" if self.probabilities else ""
+            return f"categorical {list(self.values)}{weights}"
+        q = f" q={self.q}" if self.q is not None else ""
+        return f"{d} [{self.min}, {self.max}]{q}"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    goal: str  # "minimize" | "maximize"
+
+    @property
+    def mode(self) -> str:
+        """Ray Tune's spelling of the goal."""
+        return "min" if self.goal == "minimize" else "max"
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """Early stopping. ``max_t`` is every trial's epoch budget (also for FIFO)."""
+
+    type: str
+    max_t: int = 10
+    grace_period: int = 1
+    reduction_factor: float = 3
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """One trial's DDP world: ``workers`` ranks, each with these CPUs and GPUs."""
+
+    workers: int = 2
+    cpus_per_worker: float = 1
+    gpus_per_worker: float = 0
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A fully validated sweep. Build it with :func:`load_spec`; never mutate it."""
+
+    name: str
+    method: str
+    metric: MetricSpec
+    run_cap: int | None
+    parameters: tuple[ParameterSpec, ...]
+    task: str
+    scheduler: SchedulerSpec
+    resources: ResourceSpec
+    seed: int = 0
+    description: str = ""
+    wandb: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def searcher(self) -> str:
+        """The search algorithm's canonical name (``bayes`` is hyperopt TPE)."""
+        return "hyperopt" if self.method == "bayes" else self.method
+
+    def parameter(self, name: str) -> ParameterSpec:
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
+    """Read, override and validate a sweep spec.
+
+    Args:
+        source: a path to a YAML file, or an already parsed mapping (a Python dict).
+        overrides: dotted keys set on the raw document before validation, e.g.
+            ``{"run_cap": 4, "scheduler.max_t": 3}`` (what ``tune-run --set`` passes).
+
+    Returns:
+        The validated, frozen :class:`SweepSpec`.
+
+    Raises:
+        SpecError: with every problem found, each naming its dotted path, the rule and the value.
+    """
+    raw, origin = _read(source)
+    raw = copy.deepcopy(raw)
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value)
+    return _Validator(raw, default_name=origin).spec()
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse one ``KEY=VALUE`` of ``--set``; the value is read as YAML (``4`` is an int, ``a`` a str)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SpecError([Problem("--set", f"must be KEY=VALUE, got {text!r}")])
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip(), parsed
+
+
+def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
+    if isinstance(source, Mapping):
+        return dict(source), "sweep"
+    path = Path(source)
+    if not path.is_file():
+        raise SpecError([Problem("", f"spec file not found: {str(path)!r}")])
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise SpecError([Problem("", f"spec file must be at most {MAX_SPEC_BYTES} bytes, got {path.stat().st_size}")])
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = yaml.safe_load(text)  # never yaml.load: a spec must not be able to run code
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError([Problem("", f"{path.name}: invalid YAML{where}: {reason}")]) from None
+    except RecursionError:
+        raise SpecError([Problem("", f"{path.name}: document is nested too deeply")]) from None
+    if not isinstance(doc, dict):
+        raise SpecError([Problem("", f"{path.name}: must be a mapping of keys to values, got {type(doc).__name__}")])
+    return doc, path.stem
+
+
+def _set_dotted(doc: dict, dotted: str, value: Any) -> None:
+    node = doc
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+
+
+def nearest(word: Any, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest valid choice (a prefix, or a near spelling), or ``""``."""
+    word = str(word)
+    prefixed = [c for c in choices if word and c.startswith(word)]
+    match = prefixed[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+class _Validator:
+    """Walks the raw document once, collecting every problem, and builds the frozen spec."""
+
+    def __init__(self, raw: dict, default_name: str):
+        self.raw = raw
+        self.default_name = default_name
+        self.problems: list[Problem] = []
+        self.notes: list[str] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def spec(self) -> SweepSpec:
+        raw = self.raw
+        self._unknown_keys("", raw, _TOP_LEVEL_KEYS)
+        for key in WANDB_AGENT_KEYS:
+            if key in raw:
+                self.notes.append(f"{key}: read but not run; tune-service trains the spec's `task` instead")
+
+        name = self._string("name", raw.get("name", self.default_name))
+        description = self._string("description", raw.get("description", ""))
+        method = self._choice("method", raw.get("method", "random"), METHODS)
+        metric = self._metric(raw.get("metric", DEFAULT_METRIC))
+        parameters = self._parameters(raw.get("parameters"))
+        task = self._task(raw.get("task", "digits"))
+        scheduler = self._scheduler(raw.get("scheduler"), method)
+        resources = self._resources(raw.get("resources", {}))
+        seed = self._int("seed", raw.get("seed", 0), minimum=0)
+        wandb = raw.get("wandb", {}) or {}
+        if not isinstance(wandb, dict):
+            self.fail("wandb", f"must be a mapping, got {wandb!r}")
+        run_cap = self._run_cap(raw.get("run_cap"), method)
+
+        if self.problems:
+            raise SpecError(self.problems)
+        return SweepSpec(
+            name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters,
+            task=task, scheduler=scheduler, resources=resources, seed=seed,
+            description=description, wandb=dict(wandb), notes=tuple(self.notes),
+        )
+
+    # -- scalars ----------------------------------------------------------------------------------
+
+    def _unknown_keys(self, path: str, mapping: dict, allowed: tuple[str, ...]) -> bool:
+        """Report keys not in ``allowed``; True if there were any."""
+        unknown = [key for key in mapping if key not in allowed]
+        for key in unknown:
+            where = f"{path}.{key}" if path else str(key)
+            self.fail(where, f"unknown key{nearest(key, allowed)}; valid keys: {', '.join(allowed)}")
+        return bool(unknown)
+
+    def _string(self, path: str, value: Any) -> str:
+        if not isinstance(value, str):
+            self.fail(path, f"must be a string, got {value!r}")
+            return ""
+        return value
+
+    def _choice(self, path: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            self.fail(path, f"must be one of {', '.join(choices)}, got {value!r}{nearest(value, choices)}")
+            return choices[0]
+        return value
+
+    def _number(self, path: str, value: Any) -> float | int | None:
+        """A real number. YAML 1.1 reads ``1e-4`` as a string, so numeric strings are accepted."""
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.fail(path, f"must be a finite number, got {value!r}")
+            return None
+        return value
+
+    def _int(self, path: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(path, f"must be an integer, got {value!r}")
+            return minimum
+        if value < minimum:
+            self.fail(path, f"must be >= {minimum}, got {value}")
+        return value
+
+    # -- sections ---------------------------------------------------------------------------------
+
+    def _metric(self, raw: Any) -> MetricSpec:
+        if not isinstance(raw, dict):
+            self.fail("metric", f"must be a mapping with name and goal, got {raw!r}")
+            return MetricSpec(**DEFAULT_METRIC)
+        self._unknown_keys("metric", raw, ("name", "goal"))
+        name = self._string("metric.name", raw.get("name", DEFAULT_METRIC["name"]))
+        goal = self._choice("metric.goal", raw.get("goal", "minimize"), GOALS)
+        return MetricSpec(name=name, goal=goal)
+
+    def _task(self, raw: Any) -> str:
+        if not isinstance(raw, str) or not raw.strip():
+            self.fail("task", f"must be a built-in task name or 'package.module:attr', got {raw!r}")
+            return ""
+        return raw.strip()
+
+    def _run_cap(self, raw: Any, method: str) -> int | None:
+        if raw is None:
+            return None if method == "grid" else DEFAULT_RUN_CAP
+        return self._int("run_cap", raw, minimum=1)
+
+    def _scheduler(self, raw: Any, method: str) -> SchedulerSpec:
+        default_type = "hyperband" if method == "bohb" else "asha"
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            self.fail("scheduler", f"must be a mapping, got {raw!r}")
+            return SchedulerSpec(type=default_type)
+        self._unknown_keys("scheduler", raw, ("type", "max_t", "grace_period", "reduction_factor"))
+        kind = self._choice("scheduler.type", raw.get("type", default_type), SCHEDULERS)
+        if method == "bohb" and kind != "hyperband":
+            self.fail("scheduler.type", f"must be hyperband when method is bohb (BOHB's brackets need "
+                                        f"HyperBand-for-BOHB), got {kind!r}")
+        max_t = self._int("scheduler.max_t", raw.get("max_t", 10), minimum=1)
+        grace = self._int("scheduler.grace_period", raw.get("grace_period", 1), minimum=1)
+        if grace > max_t:
+            self.fail("scheduler.grace_period", f"must be <= scheduler.max_t ({max_t}), got {grace}")
+        eta = self._number("scheduler.reduction_factor", raw.get("reduction_factor", 3))
+        if eta is not None and eta <= 1:
+            self.fail("scheduler.reduction_factor", f"must be > 1, got {eta}")
+        return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or 3)
+
+    def _resources(self, raw: Any) -> ResourceSpec:
+        if not isinstance(raw, dict):
+            self.fail("resources", f"must be a mapping, got {raw!r}")
+            return ResourceSpec()
+        self._unknown_keys("resources", raw, ("workers", "cpus_per_worker", "gpus_per_worker"))
+        workers = self._int("resources.workers", raw.get("workers", 2), minimum=1)
+        cpus = self._number("resources.cpus_per_worker", raw.get("cpus_per_worker", 1))
+        if cpus is not None and cpus <= 0:
+            self.fail("resources.cpus_per_worker", f"must be > 0, got {cpus}")
+        gpus = self._number("resources.gpus_per_worker", raw.get("gpus_per_worker", 0))
+        if gpus is not None and gpus < 0:
+            self.fail("resources.gpus_per_worker", f"must be >= 0, got {gpus}")
+        return ResourceSpec(workers=workers, cpus_per_worker=cpus or 1, gpus_per_worker=gpus or 0)
+
+    def _parameters(self, raw: Any) -> tuple[ParameterSpec, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, dict):
+            self.fail("parameters", f"must be a mapping of parameter names to their spec, got {raw!r}")
+            return ()
+        specs = []
+        for name, body in raw.items():
+            spec = self._parameter(f"parameters.{name}", str(name), body)
+            if spec is not None:
+                specs.append(spec)
+        return tuple(specs)
+
+    def _parameter(self, path: str, name: str, body: Any) -> ParameterSpec | None:
+        if not isinstance(body, dict):
+            self.fail(path, f"must be a mapping such as {{value: ...}}, {{values: [...]}} or "
+                            f"{{distribution: ..., min: ..., max: ...}}, got {body!r}")
+            return None
+        if self._unknown_keys(path, body, _PARAMETER_KEYS):
+            return None  # its other problems would only echo the misspelt key
+        distribution = body.get("distribution")
+        if distribution is None:
+            distribution = self._infer_distribution(path, body)
+            if distribution is None:
+                return None
+        elif distribution not in DISTRIBUTIONS:
+            self.fail(f"{path}.distribution",
+                      f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}{nearest(distribution, DISTRIBUTIONS)}")
+            return None
+
+        if distribution == "constant":
+            if "value" not in body:
+                self.fail(path, "constant needs `value`")
+                return None
+            return ParameterSpec(name, "constant", value=body["value"])
+        if distribution == "categorical":
+            return self._categorical(path, name, body)
+        return self._numeric(path, name, distribution, body)
+
+    def _infer_distribution(self, path: str, body: dict) -> str | None:
+        if "value" in body:
+            return "constant"
+        if "values" in body:
+            return "categorical"
+        if "min" in body and "max" in body:
+            ints = all(isinstance(body[k], int) and not isinstance(body[k], bool) for k in ("min", "max"))
+            return "int_uniform" if ints else "uniform"
+        self.fail(path, "must give `value`, `values`, or `min` and `max` (with an optional `distribution`)")
+        return None
+
+    def _categorical(self, path: str, name: str, body: dict) -> ParameterSpec | None:
+        values = body.get("values")
+        if not isinstance(values, list) or not values:
+            self.fail(f"{path}.values", f"must be a non-empty list, got {values!r}")
+            return None
+        probabilities = body.get("probabilities")
+        if probabilities is not None:
+            ok = isinstance(probabilities, list) and len(probabilities) == len(values)
+            numbers = [self._number(f"{path}.probabilities", p) for p in probabilities] if ok else []
+            if not ok:
+                self.fail(f"{path}.probabilities", f"must be a list of {len(values)} numbers, one per value, got {probabilities!r}")
+                return None
+            if None in numbers:
+                return None
+            if any(p < 0 for p in numbers) or not math.isclose(sum(numbers), 1.0, abs_tol=1e-6):
+                self.fail(f"{path}.probabilities", f"must be >= 0 and sum to 1, got {probabilities!r} (sum {sum(numbers):g})")
+                return None
+            probabilities = tuple(float(p) for p in numbers)
+        return ParameterSpec(name, "categorical", values=tuple(values), probabilities=probabilities)
+
+    def _numeric(self, path: str, name: str, distribution: str, body: dict) -> ParameterSpec | None:
+        missing = [k for k in ("min", "max") if k not in body]
+        if missing:
+            self.fail(path, f"{distribution} needs {' and '.join(missing)}")
+            return None
+        lo = self._number(f"{path}.min", body["min"])
+        hi = self._number(f"{path}.max", body["max"])
+        q = None
+        if distribution.startswith("q_"):
+            q = self._number(f"{path}.q", body.get("q", 1))
+            if q is not None and q <= 0:
+                self.fail(f"{path}.q", f"must be > 0, got {q}")
+                return None
+        elif "q" in body:
+            self.fail(f"{path}.q", f"only applies to q_ distributions, not {distribution}")
+        if lo is None or hi is None:
+            return None
+        if distribution == "int_uniform":
+            for key, v in (("min", lo), ("max", hi)):
+                if not float(v).is_integer():
+                    self.fail(f"{path}.{key}", f"must be an integer for int_uniform, got {v}")
+                    return None
+            lo, hi = int(lo), int(hi)
+        if lo > hi:
+            self.fail(f"{path}.min", f"must be <= max ({hi}), got {lo}")
+            return None
+        if distribution in ("log_uniform_values", "q_log_uniform_values"):
+            if lo <= 0:
+                self.fail(f"{path}.min", f"must be > 0 for {distribution}, got {lo}")
+                return None
+        return ParameterSpec(name, distribution, min=lo, max=hi, q=q)

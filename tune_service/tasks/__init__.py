@@ -1,0 +1,70 @@
+"""What gets trained: the Task protocol, the built-in tasks, and resolving a task by name or import path."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tune_service.errors import TaskError
+from tune_service.tasks.base import Task
+
+BUILTIN_TASKS = {"digits": "tune_service.tasks.digits:Digits"}
+
+
+@dataclass(frozen=True)
+class ResolvedTask:
+    """A task ready to run in a trial: either a :class:`Task` for the shared loop, or a user's plain
+    Ray Train ``train_loop_per_worker(config)`` function that is run unchanged on every rank."""
+
+    reference: str
+    task: Task | None = None
+    train_loop: Callable[[dict], Any] | None = None
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return dict(self.task.defaults) if self.task is not None else {}
+
+
+def resolve_task(reference: str | Task | Callable) -> ResolvedTask:
+    """Find the task a spec names.
+
+    Args:
+        reference: a built-in name (``digits``), an import path ``package.module:attr`` naming a Task
+            subclass, a Task instance or a function, or such an object itself (Python API).
+
+    Raises:
+        TaskError: the module or attribute does not exist, or is neither a Task nor a function.
+    """
+    if not isinstance(reference, str):
+        return _from_object(reference, repr(reference))
+    path = BUILTIN_TASKS.get(reference, reference)
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise TaskError(f"task: must be a built-in task ({', '.join(BUILTIN_TASKS)}) or "
+                        f"'package.module:attr', got {reference!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise TaskError(f"task: cannot import module {module_name!r} ({err}), got {reference!r}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise TaskError(f"task: module {module_name!r} has no attribute {attr!r}, got {reference!r}")
+        obj = getattr(obj, part)
+    return _from_object(obj, reference)
+
+
+def _from_object(obj: Any, reference: str) -> ResolvedTask:
+    if inspect.isclass(obj) and issubclass(obj, Task):
+        return ResolvedTask(reference, task=obj())
+    if isinstance(obj, Task):
+        return ResolvedTask(reference, task=obj)
+    if callable(obj) and not inspect.isclass(obj):
+        return ResolvedTask(reference, train_loop=obj)
+    raise TaskError(f"task: must name a Task subclass, a Task instance or a train_loop_per_worker(config) "
+                    f"function, got {type(obj).__name__} for {reference!r}")
+
+
+__all__ = ["Task", "ResolvedTask", "resolve_task", "BUILTIN_TASKS"]

@@ -1,0 +1,71 @@
+"""The built-in ``digits`` task: scikit-learn's bundled 8x8 handwritten digits (1797 images, 10 classes).
+
+It ships with scikit-learn, so nothing is downloaded at run time. The split is fixed (it does not depend
+on the trial's seed) so every trial of a sweep is judged on the same validation images.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from tune_service.tasks.base import Task
+
+SPLIT_SEED = 1234
+VALIDATION_FRACTION = 0.2
+
+
+def load_digits_tensors() -> tuple[TensorDataset, TensorDataset]:
+    """The fixed, stratified train/validation split of the digits, pixels scaled to [0, 1]."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    data = load_digits()
+    x_train, x_val, y_train, y_val = train_test_split(
+        data.data, data.target, test_size=VALIDATION_FRACTION, stratify=data.target, random_state=SPLIT_SEED
+    )
+
+    def tensors(x, y):
+        return TensorDataset(torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y, dtype=torch.long))
+
+    return tensors(x_train, y_train), tensors(x_val, y_val)
+
+
+class Digits(Task):
+    """An MLP (``model: mlp``) or a small CNN with BatchNorm (``model: cnn``) on the 8x8 digits.
+
+    Hyperparameters: ``model``, ``hidden`` (units per hidden layer / CNN channels), ``layers``
+    (MLP hidden layers), ``dropout``, plus the shared loop's ``lr``, ``batch_size``, ``optimizer``,
+    ``weight_decay``, ``momentum``.
+    """
+
+    name = "digits"
+    defaults = {
+        "model": "mlp", "hidden": 64, "layers": 1, "dropout": 0.0,
+        "lr": 3e-3, "batch_size": 64, "optimizer": "adam", "weight_decay": 0.0, "momentum": 0.9,
+    }
+
+    def datasets(self, config: Mapping[str, Any]):
+        return load_digits_tensors()
+
+    def model(self, config: Mapping[str, Any]) -> nn.Module:
+        hidden, dropout = int(config["hidden"]), float(config["dropout"])
+        if config["model"] == "cnn":
+            return nn.Sequential(
+                nn.Unflatten(1, (1, 8, 8)),
+                nn.Conv2d(1, hidden, 3, padding=1), nn.BatchNorm2d(hidden), nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(hidden, hidden, 3, padding=1), nn.BatchNorm2d(hidden), nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(hidden, 10),
+            )
+        if config["model"] != "mlp":
+            raise ValueError(f"digits: model must be mlp or cnn, got {config['model']!r}")
+        layers: list[nn.Module] = []
+        width = 64
+        for _ in range(int(config["layers"])):
+            layers += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
+            width = hidden
+        return nn.Sequential(*layers, nn.Linear(width, 10))
