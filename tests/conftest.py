@@ -19,6 +19,17 @@ def ray_cluster():
         ray.shutdown()
 
 
+@pytest.fixture
+def forbid_ray_start(monkeypatch):
+    """Fail the test if anything calls ``ray.init`` (robust even when the session's Ray is running)."""
+    import ray
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ray.init was called")
+
+    monkeypatch.setattr(ray, "init", refuse)
+
+
 @pytest.fixture(autouse=True)
 def _wandb_offline(monkeypatch):
     """Tests never talk to a wandb server."""

@@ -103,6 +103,9 @@ def test_override_without_equals_is_refused():
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
      "method, metric, run_cap, parameters, task, scheduler, resources, wandb, seed, project, entity, program, command"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
+    (minimal(method="bohb", parameters={"lr": {"value": 0.1}}),
+     "parameters: method bohb needs at least one searched parameter (`values` or a `distribution`), got only "
+     "constants; use method random or grid"),
 ])
 def test_each_error_names_path_rule_and_value(raw, expected):
     assert problems(raw) == [expected]
