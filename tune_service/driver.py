@@ -1,5 +1,5 @@
-"""The driver: ``build_tuner(plan)`` is pure (no ``ray.init``, no ``fit``); ``run`` is the one place
-with side effects: it connects to (or starts) Ray, runs the Tuner, and writes the results.
+"""The driver: ``build_tuner(plan)`` is pure (no ``ray.init``, no ``fit``, no file written); ``run`` is
+the one place with side effects: it connects to (or starts) Ray, runs the Tuner, and writes the results.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from tune_service.spec import SweepSpec, load_spec
 from tune_service.trial import DRIVER_RESOURCES, TrialTemplate
 
 DEFAULT_STORAGE = "experiments"
-logger = logging.getLogger(__name__)
 
 
 def experiment_name(spec: SweepSpec) -> str:

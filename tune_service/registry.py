@@ -80,7 +80,8 @@ def _random(spec: SweepSpec, max_concurrent: int):
 def _grid(spec: SweepSpec, max_concurrent: int):
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    points = spaces.grid_points(spec.parameters)[: trial_count(spec)]
+    points = spaces.grid_points(spec.parameters)
+    points = points[: spec.run_cap] if spec.run_cap else points
     # Each point is handed over whole (Tune's own grid_search cannot be capped at run_cap). Points may
     # only set keys the param_space has, so the first point doubles as the space; each overrides it all.
     searcher = BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed, max_concurrent=max_concurrent)
