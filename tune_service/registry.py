@@ -61,9 +61,14 @@ def rung_epochs(spec: SweepSpec) -> list[int]:
 def trial_count(spec: SweepSpec) -> int:
     """How many trials the sweep will run."""
     if spec.searcher == "grid":
-        points = len(spaces.grid_points(spec.parameters))
-        return min(points, spec.run_cap) if spec.run_cap else points
+        return len(_capped_grid(spec))
     return spec.run_cap or 1
+
+
+def _capped_grid(spec: SweepSpec) -> list[dict[str, Any]]:
+    """The grid's points in order, cut at ``run_cap`` when one is given."""
+    points = spaces.grid_points(spec.parameters)
+    return points[: spec.run_cap] if spec.run_cap else points
 
 
 def _constants(spec: SweepSpec) -> dict[str, Any]:
@@ -80,8 +85,7 @@ def _random(spec: SweepSpec, max_concurrent: int):
 def _grid(spec: SweepSpec, max_concurrent: int):
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    points = spaces.grid_points(spec.parameters)
-    points = points[: spec.run_cap] if spec.run_cap else points
+    points = _capped_grid(spec)
     # Each point is handed over whole (Tune's own grid_search cannot be capped at run_cap). Points may
     # only set keys the param_space has, so the first point doubles as the space; each overrides it all.
     searcher = BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed, max_concurrent=max_concurrent)

@@ -260,8 +260,7 @@ class _Validator:
         if not isinstance(wandb, dict):
             self.fail("wandb", f"must be a mapping, got {wandb!r}")
         run_cap = self._run_cap(raw.get("run_cap"), method)
-        if method in ("bayes", "hyperopt", "bohb") and raw.get("parameters") and parameters \
-                and not any(p.is_searched for p in parameters):
+        if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
             self.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
                                     f"`distribution`), got only constants; use method random or grid")
 
