@@ -34,3 +34,15 @@ def forbid_ray_start(monkeypatch):
 def _wandb_offline(monkeypatch):
     """Tests never talk to a wandb server."""
     monkeypatch.setenv("WANDB_MODE", "offline")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` need CUDA: skipped, with the reason, on machines without it (CI)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -14,11 +14,13 @@ from tune_service.results import SweepResult, TrialRecord
 from tune_service.results import load as load_results
 from tune_service.spec import SweepSpec, load_spec
 from tune_service.tasks import Task
+from tune_service.training import LocalContext, TrainingSettings, load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "run", "load_spec", "make_plan", "build_tuner", "load_results", "Task",
+    "run", "load_spec", "make_plan", "build_tuner", "load_results", "load_model", "Task", "LocalContext",
+    "TrainingSettings",
     "SweepSpec", "SweepPlan", "SweepResult", "TrialRecord",
     "TuneServiceError", "SpecError", "CapacityError", "TaskError", "Problem",
 ]

@@ -57,7 +57,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
 
     spec = plan.spec
     searcher, param_space, _ = registry.build_searcher(spec, plan.max_concurrent)
-    template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources)
+    template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
+                             training=spec.training)
 
     def run_trial(config: dict[str, Any]) -> None:
         template(config)

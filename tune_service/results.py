@@ -143,8 +143,12 @@ def _trial_id_from_path(path: str | None) -> str:
 def _one_line(error: BaseException) -> str:
     """The root cause of a trial's error, on one line (Ray wraps it in several layers)."""
     cause = error
-    while getattr(cause, "__cause__", None) is not None:
-        cause = cause.__cause__
+    while True:
+        inner = getattr(cause, "cause", None)  # a RayTaskError carries the trial's exception as .cause
+        inner = inner if isinstance(inner, BaseException) else getattr(cause, "__cause__", None)
+        if inner is None:
+            break
+        cause = inner
     text = str(cause).strip().splitlines()
     last = next((line for line in reversed(text) if line.strip()), type(cause).__name__)
     return f"{type(cause).__name__}: {last.strip()}"[:500]

@@ -20,6 +20,9 @@ from typing import Any, Mapping
 import yaml
 
 from tune_service.errors import Problem, SpecError
+from tune_service.training.settings import (
+    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, DDPSettings, TrainingSettings,
+)
 
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb")
 GOALS = ("minimize", "maximize")
@@ -44,8 +47,13 @@ _PARAMETER_KEYS = ("value", "values", "probabilities", "distribution", "min", "m
 WANDB_AGENT_KEYS = ("program", "command")
 _TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "task", "scheduler",
-    "resources", "wandb", "seed", "project", "entity", *WANDB_AGENT_KEYS,
+    "resources", "training", "wandb", "seed", "project", "entity", *WANDB_AGENT_KEYS,
 )
+_TRAINING_KEYS = (
+    "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
+    "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
+)
+_DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
 
 DEFAULT_RUN_CAP = 10
 DEFAULT_METRIC = {"name": "val_loss", "goal": "minimize"}
@@ -127,6 +135,7 @@ class SweepSpec:
     task: str
     scheduler: SchedulerSpec
     resources: ResourceSpec
+    training: TrainingSettings = field(default_factory=TrainingSettings)
     seed: int = 0
     description: str = ""
     wandb: Mapping[str, Any] = field(default_factory=dict)
@@ -255,6 +264,7 @@ class _Validator:
         task = self._task(raw.get("task", "digits"))
         scheduler = self._scheduler(raw.get("scheduler"), method)
         resources = self._resources(raw.get("resources", {}))
+        training = self._training(raw.get("training", {}), resources)
         seed = self._int("seed", raw.get("seed", 0), minimum=0)
         wandb = raw.get("wandb", {}) or {}
         if not isinstance(wandb, dict):
@@ -268,7 +278,7 @@ class _Validator:
             raise SpecError(self.problems)
         return SweepSpec(
             name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters,
-            task=task, scheduler=scheduler, resources=resources, seed=seed,
+            task=task, scheduler=scheduler, resources=resources, training=training, seed=seed,
             description=description, wandb=dict(wandb), notes=tuple(self.notes),
         )
 
@@ -305,6 +315,12 @@ class _Validator:
             self.fail(path, f"must be a finite number, got {value!r}")
             return None
         return value
+
+    def _bool(self, path: str, value: Any, allow_auto: bool = False) -> bool | str:
+        if isinstance(value, bool) or (allow_auto and value == AUTO):
+            return value
+        self.fail(path, f"must be {'auto, ' if allow_auto else ''}true or false, got {value!r}")
+        return False
 
     def _int(self, path: str, value: Any, minimum: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -370,6 +386,57 @@ class _Validator:
         if gpus is not None and gpus < 0:
             self.fail("resources.gpus_per_worker", f"must be >= 0, got {gpus}")
         return ResourceSpec(workers=workers, cpus_per_worker=cpus or 1, gpus_per_worker=gpus or 0)
+
+    def _training(self, raw: Any, resources: ResourceSpec) -> TrainingSettings:
+        if not isinstance(raw, dict):
+            self.fail("training", f"must be a mapping, got {raw!r}")
+            return TrainingSettings()
+        self._unknown_keys("training", raw, _TRAINING_KEYS)
+        d = TrainingSettings()
+        get = raw.get
+        precision = self._choice("training.precision", get("precision", d.precision), PRECISIONS)
+        scope = self._choice("training.batch_size_scope", get("batch_size_scope", d.batch_size_scope), BATCH_SIZE_SCOPES)
+        accum = self._int("training.grad_accum_steps", get("grad_accum_steps", d.grad_accum_steps), minimum=1)
+        lr_scaling = self._choice("training.lr_scaling", get("lr_scaling", d.lr_scaling), LR_SCALINGS)
+        warmup = self._number("training.warmup_epochs", get("warmup_epochs", d.warmup_epochs))
+        if warmup is not None and warmup < 0:
+            self.fail("training.warmup_epochs", f"must be >= 0, got {warmup}")
+        sync_bn = self._bool("training.sync_batchnorm", get("sync_batchnorm", d.sync_batchnorm), allow_auto=True)
+        if sync_bn is True and resources.gpus_per_worker == 0:
+            self.fail("training.sync_batchnorm", "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
+                                                 "resources.gpus_per_worker is 0), got true; use auto or false")
+        workers = get("num_workers", d.num_workers)
+        if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+            self.fail("training.num_workers", f"must be auto or an integer >= 0, got {workers!r}")
+            workers = AUTO
+        pin = self._bool("training.pin_memory", get("pin_memory", d.pin_memory), allow_auto=True)
+        profile = get("profile", False)
+        if isinstance(profile, bool):
+            profile_steps = DEFAULT_PROFILE_STEPS if profile else 0
+        else:
+            profile_steps = self._int("training.profile", profile, minimum=0)
+        return TrainingSettings(
+            precision=precision, batch_size_scope=scope, grad_accum_steps=accum, lr_scaling=lr_scaling,
+            warmup_epochs=warmup or 0, sync_batchnorm=sync_bn, num_workers=workers, pin_memory=pin,
+            compile=self._bool("training.compile", get("compile", d.compile)),
+            deterministic=self._bool("training.deterministic", get("deterministic", d.deterministic)),
+            profile_steps=profile_steps,
+            oom_retry=self._bool("training.oom_retry", get("oom_retry", d.oom_retry)),
+            checkpoint_every=self._int("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
+            ddp=self._ddp(get("ddp", {})),
+        )
+
+    def _ddp(self, raw: Any) -> DDPSettings:
+        if not isinstance(raw, dict):
+            self.fail("training.ddp", f"must be a mapping, got {raw!r}")
+            return DDPSettings()
+        self._unknown_keys("training.ddp", raw, _DDP_KEYS)
+        d = DDPSettings()
+        bucket = self._number("training.ddp.bucket_cap_mb", raw.get("bucket_cap_mb", d.bucket_cap_mb))
+        if bucket is not None and bucket <= 0:
+            self.fail("training.ddp.bucket_cap_mb", f"must be > 0, got {bucket}")
+        flags = {key: self._bool(f"training.ddp.{key}", raw.get(key, getattr(d, key))) for key in _DDP_KEYS[1:]}
+        return DDPSettings(bucket_cap_mb=bucket or d.bucket_cap_mb, **flags)
 
     def _parameters(self, raw: Any) -> tuple[ParameterSpec, ...]:
         if raw is None:

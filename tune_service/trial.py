@@ -9,8 +9,9 @@ processes die with it (they are owned by it).
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Number
 from typing import Any, Callable
 
@@ -18,6 +19,10 @@ from tune_service.registry import TIME_ATTR
 from tune_service.spaces import plain
 from tune_service.spec import ResourceSpec
 from tune_service.tasks import ResolvedTask
+from tune_service.training.oom import TrialOutOfMemory
+from tune_service.training.settings import TrainingSettings
+
+logger = logging.getLogger(__name__)
 
 #: Ray Train's controller polls its ranks every 2 s by default and a report waits for the next poll,
 #: which made every epoch of a small trial cost about 2 s. 0.1 s keeps the poll cheap and reports fast.
@@ -73,35 +78,77 @@ class TrialTemplate:
     epochs: int
     seed: int
     resources: ResourceSpec
+    training: TrainingSettings = field(default_factory=TrainingSettings)
 
     def __call__(self, config: dict[str, Any]) -> None:
-        """Run one trial (the Tune function trainable)."""
-        from ray import train, tune
-        from ray.train.torch import TorchTrainer
+        """Run one trial (the Tune function trainable).
+
+        An out-of-memory with ``training.oom_retry`` relaunches the trial's DDP job at twice the
+        gradient accumulation (half the per-rank batch, the same effective batch); the relaunched job has
+        the same name and storage, so Ray Train resumes it from its latest checkpoint.
+        """
+        from ray import tune
 
         os.environ.setdefault(_POLL_ENV, TRAIN_POLL_INTERVAL_S)  # Ray Train passes it on to its controller
         hparams = {**self.task.defaults, **plain(config)}
-        worker_fn, worker_config = self._worker(hparams)
+        trial_dir = tune.get_context().get_trial_dir()
+        training = self.training
+        while True:
+            try:
+                self._train(hparams, training, trial_dir)
+                return
+            except Exception as error:
+                out_of_memory = _out_of_memory_cause(error)
+                if out_of_memory is None:
+                    raise
+            if not training.oom_retry or out_of_memory.micro_batch <= 1:
+                raise out_of_memory  # the clear one-line error, not Ray Train's wrapper
+            training = training.with_accumulation(out_of_memory.grad_accum_steps * 2)
+            logger.warning("trial %s: %s; retrying with grad_accum_steps %d", os.path.basename(trial_dir),
+                           out_of_memory, training.grad_accum_steps)
+
+    def _train(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str) -> None:
+        from ray import train
+        from ray.train.torch import TorchTrainer
+
+        worker_fn, worker_config = self._worker(hparams, training, trial_dir)
         r = self.resources
         use_gpu = r.gpus_per_worker > 0
         per_worker = {"CPU": r.cpus_per_worker, **({"GPU": r.gpus_per_worker} if use_gpu else {})}
-        trial_dir = tune.get_context().get_trial_dir()
         trainer = TorchTrainer(
             worker_fn,
             train_loop_config=worker_config,
             scaling_config=train.ScalingConfig(num_workers=r.workers, use_gpu=use_gpu, resources_per_worker=per_worker),
             run_config=train.RunConfig(
                 name="ddp", storage_path=trial_dir, callbacks=[_relay_callback()],
+                # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
+                checkpoint_config=train.CheckpointConfig(num_to_keep=2),
                 # Train logs every report at INFO on every rank; the trial's progress is Tune's to show.
                 logging_config=train.LoggingConfig(log_level="WARNING"),
             ),
         )
         trainer.fit()
 
-    def _worker(self, hparams: dict[str, Any]) -> tuple[Callable, Any]:
+    def _worker(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str) -> tuple[Callable, Any]:
         if self.task.train_loop is not None:
             return self.task.train_loop, hparams  # a user's own train_loop_per_worker, run unchanged
         from tune_service.training.loop import fit
 
         # Ray Train hands ``train_loop_config`` to every rank as a dict; ``fit`` rebuilds its TrialConfig.
-        return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed}
+        return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
+                     "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir}
+
+
+def _out_of_memory_cause(error: BaseException) -> TrialOutOfMemory | None:
+    """The rank's :class:`TrialOutOfMemory` inside Ray Train's error, if that is what ended the run."""
+    seen = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen or current is None:
+            continue
+        seen.add(id(current))
+        if isinstance(current, TrialOutOfMemory):
+            return current
+        pending += [current.__cause__, current.__context__, *getattr(current, "worker_failures", {}).values()]
+    return None

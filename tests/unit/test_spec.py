@@ -8,6 +8,7 @@ import pytest
 
 from tune_service.errors import SpecError
 from tune_service.spec import load_spec, parse_override
+from tune_service.training.settings import DEFAULT_PROFILE_STEPS, DDPSettings, TrainingSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +66,21 @@ def test_overrides_are_dotted_and_typed():
     assert spec.scheduler.max_t == 5 and spec.run_cap == 3 and spec.parameter("lr").min == 0.01
 
 
+def test_training_block_has_defaults_and_reads_every_setting():
+    assert load_spec(minimal()).training == TrainingSettings()
+    spec = load_spec(minimal(
+        resources={"gpus_per_worker": 1},
+        training={"precision": "bf16", "grad_accum_steps": 4, "batch_size_scope": "per_rank", "lr_scaling": "linear",
+                  "warmup_epochs": 2, "sync_batchnorm": True, "num_workers": 2, "pin_memory": False, "compile": True,
+                  "deterministic": True, "profile": True, "oom_retry": True, "checkpoint_every": 0,
+                  "ddp": {"bucket_cap_mb": 50, "static_graph": True}}))
+    t = spec.training
+    assert (t.precision, t.grad_accum_steps, t.batch_size_scope, t.lr_scaling, t.warmup_epochs) == ("bf16", 4, "per_rank", "linear", 2)
+    assert (t.sync_batchnorm, t.num_workers, t.pin_memory, t.compile, t.deterministic) == (True, 2, False, True, True)
+    assert (t.profile_steps, t.oom_retry, t.checkpoint_every) == (DEFAULT_PROFILE_STEPS, True, 0)
+    assert t.ddp == DDPSettings(bucket_cap_mb=50, static_graph=True)
+
+
 def test_override_without_equals_is_refused():
     with pytest.raises(SpecError, match=r"--set: must be KEY=VALUE, got 'run_cap'"):
         parse_override("run_cap")
@@ -101,8 +117,20 @@ def test_override_without_equals_is_refused():
     (minimal(resources={"gpus": 1}),
      "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
-     "method, metric, run_cap, parameters, task, scheduler, resources, wandb, seed, project, entity, program, command"),
+     "method, metric, run_cap, parameters, task, scheduler, resources, training, wandb, seed, project, entity, program, command"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
+    (minimal(training={"precision": "fp8"}), "training.precision: must be one of auto, bf16, fp16, fp32, got 'fp8'"),
+    (minimal(training={"grad_accum_steps": 0}), "training.grad_accum_steps: must be >= 1, got 0"),
+    (minimal(training={"num_workers": "many"}), "training.num_workers: must be auto or an integer >= 0, got 'many'"),
+    (minimal(training={"pin_memory": "yes"}), "training.pin_memory: must be auto, true or false, got 'yes'"),
+    (minimal(training={"sync_batchnorm": True}),
+     "training.sync_batchnorm: true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
+     "resources.gpus_per_worker is 0), got true; use auto or false"),
+    (minimal(training={"ddp": {"bucket_cap_mb": 0}}), "training.ddp.bucket_cap_mb: must be > 0, got 0"),
+    (minimal(training={"ddp": {"bucket_cap": 5}}), "training.ddp.bucket_cap: unknown key (did you mean "
+     "'bucket_cap_mb'?); valid keys: bucket_cap_mb, gradient_as_bucket_view, static_graph, find_unused_parameters"),
+    (minimal(training={"lr_scaling": "sqrt"}), "training.lr_scaling: must be one of none, linear, got 'sqrt'"),
+    (minimal(training={"profile": -1}), "training.profile: must be >= 0, got -1"),
     (minimal(method="bohb", parameters={"lr": {"value": 0.1}}),
      "parameters: method bohb needs at least one searched parameter (`values` or a `distribution`), got only "
      "constants; use method random or grid"),

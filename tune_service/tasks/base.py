@@ -1,9 +1,10 @@
 """The Task protocol: what the shared train loop needs to train a user's model.
 
-A task is a small object (or class) with three required methods; the shared loop in
-:mod:`tune_service.training.loop` brings DDP, data sharding, metric reduction and reporting. Every
-method receives the trial's hyperparameters (``config``, the task's ``defaults`` overlaid with what the
-searcher sampled), is called on every rank, and must be deterministic given ``config``.
+A task is a small object (or class) with two required methods; the shared loop in
+:mod:`tune_service.training.loop` brings DDP, data sharding, mixed precision, checkpoints, metric
+reduction and reporting. Every method receives the trial's hyperparameters (``config``: the task's
+``defaults`` overlaid with what the searcher sampled), is called on every rank, and must be
+deterministic given ``config``.
 
 Example::
 
@@ -11,7 +12,7 @@ Example::
         defaults = {"lr": 1e-3, "batch_size": 64, "width": 128}
 
         def datasets(self, config):
-            return train_dataset, val_dataset          # torch Datasets of (input, target)
+            return train_dataset, val_dataset          # map-style torch Datasets of (input, target)
 
         def model(self, config):
             return torch.nn.Sequential(...)
@@ -22,7 +23,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -33,14 +34,24 @@ class Task:
 
     Contract:
         - ``defaults``: hyperparameters the task understands, with the values used when the sweep does
-          not search them. The shared loop reads ``lr``, ``batch_size`` (global, over all ranks),
-          ``optimizer`` (adam | adamw | sgd), ``weight_decay`` and ``momentum`` from the config.
-        - ``datasets(config) -> (train, validation)``: map-style torch Datasets of ``(input, target)``.
-        - ``model(config) -> nn.Module``: a fresh model; the loop moves it to the rank's device and wraps
-          it in DDP.
-        - ``loss(outputs, targets) -> scalar tensor``: cross-entropy unless overridden.
-        - ``correct(outputs, targets) -> tensor``: number of correct predictions in the batch (argmax by
-          default), giving ``val_accuracy``; return ``None`` for tasks without an accuracy.
+          not search them. The shared loop reads ``lr``, ``batch_size`` (global, over all ranks, unless
+          ``training.batch_size_scope`` is ``per_rank``), ``optimizer`` (adam | adamw | sgd),
+          ``weight_decay`` and ``momentum``.
+        - ``datasets(config) -> (train, validation)``: map-style torch Datasets of ``(input, target)``;
+          the validation set must have at least as many samples as there are ranks.
+        - ``model(config) -> nn.Module``: a fresh model; the loop moves it to the rank's device and
+          wraps it in DDP. Seeded identically on every rank, so every rank starts from the same weights.
+        - ``loss(outputs, targets) -> scalar tensor``: the mean loss of a batch, computed in fp32 (the
+          loop casts the outputs); cross-entropy unless overridden.
+        - ``metrics(outputs, targets) -> {name: tensor}``: *sums* over the batch (e.g. the number of
+          correct predictions); each is reported as ``val_<name>`` = sum over the whole validation set
+          / its size. Default: ``accuracy`` by argmax. Return ``{}`` for none.
+
+    Optional hooks:
+        - ``augment(inputs, targets, config) -> (inputs, targets)``: applied to each training batch on the
+          device. Random draws here differ per rank and per epoch (the loop seeds each rank apart).
+        - ``ddp_comm_hook() -> (state, hook) | None``: a DDP communication hook (e.g. PyTorch's
+          ``fp16_compress_hook``) registered on the DDP wrapper at world size > 1.
     """
 
     name: str = "task"
@@ -55,5 +66,12 @@ class Task:
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(outputs, targets)
 
-    def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
-        return (outputs.argmax(dim=1) == targets).sum()
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> Mapping[str, torch.Tensor]:
+        return {"accuracy": (outputs.argmax(dim=1) == targets).sum()}
+
+    def augment(self, inputs: torch.Tensor, targets: torch.Tensor,
+                config: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs, targets
+
+    def ddp_comm_hook(self) -> tuple[Any, Callable] | None:
+        return None

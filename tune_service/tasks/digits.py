@@ -38,18 +38,25 @@ class Digits(Task):
     """An MLP (``model: mlp``) or a small CNN with BatchNorm (``model: cnn``) on the 8x8 digits.
 
     Hyperparameters: ``model``, ``hidden`` (units per hidden layer / CNN channels), ``layers``
-    (MLP hidden layers), ``dropout``, plus the shared loop's ``lr``, ``batch_size``, ``optimizer``,
-    ``weight_decay``, ``momentum``.
+    (MLP hidden layers), ``dropout``, ``noise`` (std of the Gaussian pixel noise added to training
+    images as augmentation), plus the shared loop's ``lr``, ``batch_size``, ``optimizer``,
+    ``weight_decay``, ``momentum``. The CNN has BatchNorm (SyncBatchNorm on multi-GPU trials).
     """
 
     name = "digits"
     defaults = {
-        "model": "mlp", "hidden": 64, "layers": 1, "dropout": 0.0,
+        "model": "mlp", "hidden": 64, "layers": 1, "dropout": 0.0, "noise": 0.0,
         "lr": 3e-3, "batch_size": 64, "optimizer": "adam", "weight_decay": 0.0, "momentum": 0.9,
     }
 
     def datasets(self, config: Mapping[str, Any]):
         return load_digits_tensors()
+
+    def augment(self, inputs: torch.Tensor, targets: torch.Tensor, config: Mapping[str, Any]):
+        noise = float(config.get("noise", 0.0))
+        if noise > 0:
+            inputs = inputs + noise * torch.randn_like(inputs)
+        return inputs, targets
 
     def model(self, config: Mapping[str, Any]) -> nn.Module:
         hidden, dropout = int(config["hidden"]), float(config["dropout"])

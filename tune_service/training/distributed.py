@@ -1,13 +1,18 @@
-"""Rank helpers for the shared loop: who am I, per-rank seeds, and reducing metrics over all ranks."""
+"""Rank helpers for the shared loop: who am I, per-rank seeds, reducing metrics over all ranks, and
+logging from rank 0 only."""
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+#: The shared loop's logger; on ranks other than 0 its records are dropped (one copy of every line).
+log = logging.getLogger("tune_service.training")
 
 
 @dataclass(frozen=True)
@@ -28,11 +33,16 @@ def rank_info() -> RankInfo:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch. Called with the same seed on every rank before building the model
-    (identical initial weights), then with ``seed + rank`` for everything each rank draws on its own."""
+    """Seed Python, NumPy and torch (CPU and every GPU)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def rank_epoch_seed(seed: int, rank: int, epoch: int) -> int:
+    """The seed of what ``rank`` draws on its own in ``epoch`` (dropout, augmentation): different per rank
+    and per epoch, and recomputable, so a trial resumed at epoch 5 draws what it would have drawn."""
+    return int(np.random.SeedSequence([seed, rank, epoch]).generate_state(1)[0])
 
 
 def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
@@ -43,3 +53,28 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
+
+
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+class _MainRankOnly(logging.Filter):
+    def __init__(self):
+        super().__init__()
+        self.is_main = True
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.is_main
+
+
+_main_rank_only = _MainRankOnly()
+
+
+def log_from_main_rank_only(ranks: RankInfo) -> logging.Logger:
+    """The loop's logger, silenced on every rank but 0 (N ranks would print N copies of every line)."""
+    _main_rank_only.is_main = ranks.is_main
+    if _main_rank_only not in log.filters:
+        log.addFilter(_main_rank_only)
+    return log

@@ -1,26 +1,44 @@
 """The shared train loop that runs on every rank of a trial: ``fit()`` with ``train_one_epoch()`` and
-``evaluate()``, reporting metrics to Ray Train once per epoch.
+``evaluate()``, reporting per-epoch metrics and a checkpoint.
 
 ``fit`` is the ``train_loop_per_worker`` of every trial that uses a :class:`~tune_service.tasks.Task`.
-Ray Train has already started the process group (gloo on CPU, NCCL on GPU) when it is called.
+Ray Train has already started the process group (gloo on CPU, NCCL on GPU) when it is called; under
+``torchrun`` or in a test, pass a :class:`~tune_service.training.context.LocalContext`.
+
+What each rank does, and why, is the project's practices table (``PRACTICES.md``): DDP with one process
+per device, a DistributedSampler reshuffled every epoch, a global batch split over the ranks, mixed
+precision with the loss in fp32, no host syncs per step, gradient accumulation under ``no_sync``,
+metrics reduced as sums over all ranks, rank-0 checkpoints of the unwrapped model, per-rank seeds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 
-from tune_service.tasks import ResolvedTask
-from tune_service.training.data import RankLoaders, build_loaders
-from tune_service.training.distributed import all_reduce_sum, rank_info, seed_everything
+from tune_service.tasks import ResolvedTask, Task
+from tune_service.training.checkpoint import save_checkpoint
+from tune_service.training.context import RayTrainContext, TrainContext
+from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch
+from tune_service.training.distributed import (
+    RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, seed_everything,
+)
+from tune_service.training.oom import is_out_of_memory, out_of_memory_error, release_memory
+from tune_service.training.optim import LearningRate, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
-
-OPTIMIZERS = ("adam", "adamw", "sgd")
+from tune_service.training.profiling import StepProfiler
+from tune_service.training.settings import TrainingSettings
+from tune_service.training.wrapping import PreparedModel, prepare_model
 
 
 @dataclass(frozen=True)
@@ -31,106 +49,218 @@ class TrialConfig:
     hparams: Mapping[str, Any]
     epochs: int
     seed: int
-    precision: str = "auto"
+    settings: TrainingSettings = field(default_factory=TrainingSettings)
+    #: CPUs each rank was given (DataLoader workers are sized from it, not from the machine).
+    cpus_per_rank: float = 1
+    #: The trial's directory, for artifacts such as profiler traces.
+    output_dir: str | None = None
 
 
-def make_optimizer(model: nn.Module, hparams: Mapping[str, Any]) -> torch.optim.Optimizer:
-    name = hparams.get("optimizer", "adam")
-    lr, wd = float(hparams["lr"]), float(hparams.get("weight_decay", 0.0))
-    if name == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
-    if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=wd, momentum=float(hparams.get("momentum", 0.9)))
-    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
+@dataclass
+class TrainingRun:
+    """One rank's training state for one trial (built by :func:`setup_run`)."""
+
+    task: Task
+    hparams: Mapping[str, Any]
+    ranks: RankInfo
+    model: PreparedModel
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    precision: Precision
+    device: torch.device
+    loaders: RankLoaders
+    learning_rate: LearningRate
+    steps_per_epoch: int
+    seed: int
+    epochs_done: int = 0  # epochs finished before this run started (restored from a checkpoint)
+    steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the warm-up)
 
 
-def train_one_epoch(model: nn.Module, task, loaders: RankLoaders, optimizer, scaler, precision: Precision,
-                    device: torch.device, epoch: int) -> torch.Tensor:
+def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
+    """Build this rank's model, optimizer, scaler and loaders for the trial, restored from the
+    context's latest checkpoint if there is one."""
+    ranks = rank_info()
+    settings, task, hparams, device = config.settings, config.task.task, dict(config.hparams), context.device
+    if settings.deterministic:
+        _use_deterministic_algorithms()
+    precision = choose_precision(settings.precision, device)
+    batch = plan_batches(hparams["batch_size"], ranks.world_size, settings.grad_accum_steps, settings.batch_size_scope)
+    train_set, val_set = task.datasets(hparams)
+    loaders = build_loaders(train_set, val_set, batch, ranks, config.seed,
+                            loader_settings(settings, device, config.cpus_per_rank))
+    steps = steps_per_epoch(len(train_set), batch, ranks.world_size)
+
+    seed_everything(config.seed)  # identical initial weights on every rank
+    model = prepare_model(task.model(hparams), device, ranks.world_size, settings, task.ddp_comm_hook())
+    scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
+    learning_rate = LearningRate(float(hparams["lr"]), scale, round(settings.warmup_epochs * steps))
+    optimizer = make_optimizer(model.plain, hparams, learning_rate.at(0))
+    run = TrainingRun(task, hparams, ranks, model, optimizer, precision.scaler(), precision, device, loaders,
+                      learning_rate, steps, config.seed)
+    state = context.restored_state()
+    if state is not None:
+        model.plain.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if state["scaler"]:  # empty when the scaler is disabled (fp32, bf16)
+            run.scaler.load_state_dict(state["scaler"])
+        run.epochs_done = int(state["epoch"])
+        run.steps_done = run.epochs_done * steps
+    return run
+
+
+def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> torch.Tensor:
     """One pass over this rank's shard. Returns ``[loss_sum, samples]`` for this rank, on the device.
 
     Losses are accumulated detached and on the device: no host sync per step, no graph kept alive.
     """
+    model, ddp, loaders = run.model.module, run.model.ddp, run.loaders
     model.train()
     loaders.sampler.set_epoch(epoch)  # a different shuffle every epoch, the same on every rank
-    totals = torch.zeros(2, device=device, dtype=torch.float64)
-    for inputs, targets in loaders.train:
-        inputs = inputs.to(device, non_blocking=True)
-        targets = targets.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with precision.autocast():
-            outputs = model(inputs)
-        loss = task.loss(outputs.float(), targets)  # the loss in fp32 whatever the autocast dtype
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+    accum = loaders.batch.grad_accum_steps
+    batches = len(loaders.train)
+    totals = torch.zeros(2, device=run.device, dtype=torch.float64)
+    for index, (inputs, targets) in enumerate(loaders.train):
+        inputs = inputs.to(run.device, non_blocking=True)
+        targets = targets.to(run.device, non_blocking=True)
+        inputs, targets = run.task.augment(inputs, targets, run.hparams)
+        group_start = index - index % accum
+        group_size = min(accum, batches - group_start)  # the last group of an epoch may be shorter
+        steps_now = index + 1 == group_start + group_size
+        # Between optimizer steps gradients accumulate locally: one all-reduce per optimizer step.
+        sync = ddp.no_sync() if ddp is not None and not steps_now else contextlib.nullcontext()
+        with sync:
+            with run.precision.autocast():
+                outputs = model(inputs)
+            loss = run.task.loss(outputs.float(), targets)  # the loss in fp32 whatever the autocast dtype
+            run.scaler.scale(loss / group_size).backward()
+        if steps_now:
+            run.learning_rate.apply(run.optimizer, run.steps_done)
+            run.scaler.step(run.optimizer)  # skipped by the fp16 scaler when the gradients overflowed
+            run.scaler.update()
+            run.optimizer.zero_grad(set_to_none=True)
+            run.steps_done += 1
         totals[0] += loss.detach() * targets.shape[0]
         totals[1] += targets.shape[0]
+        if profiler is not None:
+            profiler.step()
     return totals
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task, loaders: RankLoaders, precision: Precision, device: torch.device) -> dict[str, float]:
-    """Loss and accuracy over the whole validation set: every rank's shard, summed over all ranks."""
+def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
+             device: torch.device) -> dict[str, float]:
+    """``val_loss`` and ``val_<metric>`` over the whole validation set: this rank's shard, summed with
+    every other rank's (sums and counts, so the result equals a single-process evaluation)."""
     model.eval()
-    totals = torch.zeros(3, device=device, dtype=torch.float64)  # loss sum, correct, samples
-    has_accuracy = True
-    for inputs, targets in loaders.validation:
+    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    sums: dict[str, torch.Tensor] = {}
+    samples = 0
+    for inputs, targets in validation:
         inputs = inputs.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
         with precision.autocast():
             outputs = model(inputs)
         outputs = outputs.float()
-        totals[0] += task.loss(outputs, targets) * targets.shape[0]
-        correct = task.correct(outputs, targets)
-        if correct is None:
-            has_accuracy = False
-        else:
-            totals[1] += correct
-        totals[2] += targets.shape[0]
-    loss_sum, correct, samples = all_reduce_sum(totals).tolist()  # one host sync per evaluation
-    metrics = {"val_loss": loss_sum / max(samples, 1)}
-    if has_accuracy:
-        metrics["val_accuracy"] = correct / max(samples, 1)
+        loss_sum += task.loss(outputs, targets).double() * targets.shape[0]
+        for name, value in task.metrics(outputs, targets).items():
+            sums[name] = sums[name] + value.double() if name in sums else value.double()
+        samples += targets.shape[0]
+    names = sorted(sums)
+    count = torch.tensor(float(samples), device=device, dtype=torch.float64)
+    totals = all_reduce_sum(torch.stack([loss_sum, count, *(sums[n] for n in names)]))
+    loss_total, count_total, *metric_totals = totals.tolist()  # one host sync per evaluation
+    count_total = max(count_total, 1.0)
+    return {"val_loss": loss_total / count_total,
+            **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals)}}
+
+
+def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = None) -> None:
+    """Train ``config.task`` for ``config.epochs`` epochs on this rank, reporting once per epoch.
+
+    Resumes after the epoch of the context's latest checkpoint, if there is one. Reported metrics
+    (identical on every rank, reduced over all of them): ``epoch`` (1-based), ``train_loss``,
+    ``val_loss``, ``val_<metric>`` per task metric, ``world_size``, ``batch_per_rank`` (the micro-batch),
+    ``grad_accum_steps``, ``global_batch``, ``lr``, ``precision``, ``epoch_time_s``.
+
+    Raises:
+        TrialOutOfMemory: a rank ran out of memory; the message names the batch and the device's memory.
+    """
+    if not isinstance(config, TrialConfig):
+        config = TrialConfig(**config)
+    context = context if context is not None else RayTrainContext(config.output_dir)
+    log = log_from_main_rank_only(rank_info())
+    device, settings = context.device, config.settings
+    out_of_memory = None
+    epoch = 0
+    run = None
+    try:
+        run = setup_run(config, context)
+        if run.epochs_done:
+            log.info("resuming at epoch %d from the checkpoint of epoch %d", run.epochs_done + 1, run.epochs_done)
+        for epoch in range(run.epochs_done + 1, config.epochs + 1):
+            metrics = _train_and_evaluate(run, epoch, settings.profile_steps if epoch == 1 else 0, context.output_dir)
+            meta = {"task": config.task.reference, "hparams": dict(run.hparams), "precision": run.precision.name,
+                    "world_size": run.ranks.world_size, "batch": asdict(run.loaders.batch)}
+            _report(context, run, metrics, meta, _checkpoint_due(epoch, config.epochs, settings))
+            log.info("epoch %d/%d: train_loss %.4f, val_loss %.4f", epoch, config.epochs,
+                     metrics["train_loss"], metrics["val_loss"])
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        batch = plan_batches(config.hparams["batch_size"], rank_info().world_size, settings.grad_accum_steps,
+                             settings.batch_size_scope)
+        out_of_memory = out_of_memory_error(batch.micro, batch.grad_accum_steps, rank_info().world_size, device,
+                                            epoch, settings.oom_retry)
+    finally:
+        run = None  # drop every reference to the trial's tensors ...
+        release_memory(device)  # ... so the device is free for the next attempt or trial
+    if out_of_memory is not None:
+        raise out_of_memory  # raised outside the handler: the OOM's frames (and tensors) are gone
+
+
+def _train_and_evaluate(run: TrainingRun, epoch: int, profile_steps: int, output_dir: Path | None) -> dict[str, Any]:
+    """One epoch of training and evaluation; the epoch's metrics, reduced over all ranks."""
+    seed_everything(rank_epoch_seed(run.seed, run.ranks.rank, epoch))  # dropout, augmentation: per rank
+    started = time.perf_counter()
+    profiler = StepProfiler(profile_steps, output_dir, run.device, enabled=run.ranks.is_main)
+    try:
+        train_totals = all_reduce_sum(train_one_epoch(run, epoch, profiler))
+    finally:
+        profiler.stop()
+    loss_sum, samples = train_totals.tolist()
+    metrics = evaluate(run.model.module, run.task, run.loaders.validation, run.precision, run.device)
+    batch = run.loaders.batch
+    metrics.update(
+        epoch=epoch, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
+        batch_per_rank=batch.micro, grad_accum_steps=batch.grad_accum_steps, global_batch=batch.global_batch,
+        lr=run.learning_rate.peak, precision=run.precision.name, epoch_time_s=time.perf_counter() - started,
+    )
     return metrics
 
 
-def fit(config: TrialConfig | Mapping[str, Any]) -> None:
-    """Train ``config.task`` for ``config.epochs`` epochs on this rank, reporting once per epoch.
+def _checkpoint_due(epoch: int, epochs: int, settings: TrainingSettings) -> bool:
+    every = settings.checkpoint_every
+    return every > 0 and (epoch % every == 0 or epoch == epochs)
 
-    Reported metrics (identical on every rank, reduced over all of them): ``epoch`` (1-based),
-    ``train_loss``, ``val_loss``, ``val_accuracy`` (tasks with an accuracy), ``world_size``,
-    ``batch_per_rank``, ``precision``, ``epoch_time_s``.
-    """
-    import ray.train
-    import ray.train.torch
 
-    if not isinstance(config, TrialConfig):
-        config = TrialConfig(**config)
-    task = config.task.task
-    ranks = rank_info()
-    device = ray.train.torch.get_device()
-    precision = choose_precision(config.precision, device)
+def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], meta: dict[str, Any],
+            with_checkpoint: bool) -> None:
+    """Report the epoch; rank 0 alone writes the checkpoint, and every rank waits for it."""
+    directory = None
+    try:
+        if with_checkpoint and run.ranks.is_main:
+            directory = Path(tempfile.mkdtemp(prefix="tune_service_ckpt_"))
+            save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
+                            epoch=metrics["epoch"], meta=meta)
+        if with_checkpoint:
+            barrier()  # no rank runs ahead while rank 0 writes
+        context.report(metrics, directory)
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)  # the context has copied it to storage
 
-    seed_everything(config.seed)  # identical initial weights on every rank
-    model = task.model(config.hparams).to(device)
-    if ranks.world_size > 1:
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = make_optimizer(model, config.hparams)
-    scaler = precision.scaler()
-    train_set, val_set = task.datasets(config.hparams)
-    loaders = build_loaders(train_set, val_set, int(config.hparams["batch_size"]), ranks, device, config.seed)
-    seed_everything(config.seed + ranks.rank)  # what each rank draws on its own (dropout, augmentation)
 
-    for epoch in range(1, config.epochs + 1):
-        started = time.perf_counter()
-        train_totals = all_reduce_sum(train_one_epoch(model, task, loaders, optimizer, scaler, precision, device, epoch))
-        loss_sum, samples = train_totals.tolist()
-        metrics = evaluate(model, task, loaders, precision, device)
-        metrics.update(
-            epoch=epoch, train_loss=loss_sum / max(samples, 1), world_size=ranks.world_size,
-            batch_per_rank=loaders.batch_per_rank, precision=precision.name,
-            epoch_time_s=time.perf_counter() - started,
-        )
-        ray.train.report(metrics)
+def _use_deterministic_algorithms() -> None:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+from tune_service.training.settings import PRECISIONS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""Where the shared loop runs: the rank's device, where its reports and checkpoints go, and the
+checkpoint it resumes from.
+
+:class:`RayTrainContext` is the context of every trial (Ray Train's ``report`` and ``get_checkpoint``:
+a worker group restarted by Ray Train, or a run relaunched under the same name, resumes from the latest
+checkpoint). :class:`LocalContext` runs the same loop without Ray, under ``torchrun`` or in a test, and
+keeps its reports and checkpoints in memory and in a directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from tune_service.training.checkpoint import load_state
+
+
+class TrainContext(Protocol):
+    device: torch.device
+    #: Where rank 0 writes the trial's artifacts (profiler traces); ``None``: nowhere.
+    output_dir: Path | None
+
+    def restored_state(self) -> dict[str, Any] | None:
+        """The latest checkpoint's state (see :mod:`~tune_service.training.checkpoint`), or ``None``."""
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
+        """Report one epoch, called by every rank; rank 0 passes the checkpoint (others ``None``)."""
+
+
+class RayTrainContext:
+    """The context of a rank in a Ray Train worker group."""
+
+    def __init__(self, output_dir: str | None = None):
+        import ray.train.torch
+
+        self.device = ray.train.torch.get_device()
+        self.output_dir = Path(output_dir) if output_dir else None
+
+    def restored_state(self) -> dict[str, Any] | None:
+        import ray.train
+
+        checkpoint = ray.train.get_checkpoint()
+        return None if checkpoint is None else load_state(checkpoint, map_location=self.device)
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
+        import ray.train
+
+        # Ray Train copies the directory into the run's storage before report() returns.
+        checkpoint = ray.train.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=checkpoint)
+
+
+class LocalContext:
+    """A context without Ray. Reports are kept in ``reports``; checkpoints are copied to
+    ``output_dir/checkpoints/epoch_NNNN`` and the latest of them is what a new run resumes from."""
+
+    def __init__(self, device: torch.device | str = "cpu", output_dir: str | Path | None = None):
+        self.device = torch.device(device)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.reports: list[dict[str, Any]] = []
+        self.checkpoints: list[Path] = []
+
+    @property
+    def _checkpoint_root(self) -> Path | None:
+        return self.output_dir / "checkpoints" if self.output_dir is not None else None
+
+    def restored_state(self) -> dict[str, Any] | None:
+        root = self._checkpoint_root
+        saved = sorted(root.glob("epoch_*")) if root is not None and root.is_dir() else []
+        return load_state(saved[-1], map_location=self.device) if saved else None
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
+        self.reports.append(dict(metrics))
+        if checkpoint_dir is not None and self._checkpoint_root is not None:
+            target = self._checkpoint_root / f"epoch_{int(metrics['epoch']):04d}"
+            shutil.copytree(checkpoint_dir, target, dirs_exist_ok=True)
+            self.checkpoints.append(target)

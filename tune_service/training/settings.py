@@ -1,0 +1,74 @@
+"""The ``training:`` block of a spec: how the shared loop trains every trial of a sweep.
+
+These are settings of the sweep, not searched hyperparameters: every trial trains the same way, so
+trials differ only in what the searcher samples. This module imports nothing heavy (the spec validator
+and the driver read it without torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+BATCH_SIZE_SCOPES = ("global", "per_rank")
+LR_SCALINGS = ("none", "linear")
+AUTO = "auto"
+#: Steps recorded by ``profile: true`` (after one warm-up step).
+DEFAULT_PROFILE_STEPS = 5
+
+
+@dataclass(frozen=True)
+class DDPSettings:
+    """Knobs passed to ``DistributedDataParallel`` as they are (PyTorch's defaults, except
+    ``gradient_as_bucket_view``, which saves one copy of the gradients)."""
+
+    bucket_cap_mb: float = 25
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """How the shared loop trains. Every field is a spec key under ``training:``.
+
+    - ``precision``: ``auto`` (bf16 autocast where the device supports it, fp16 + GradScaler on older
+      GPUs, fp32 on CPU), or one of ``bf16``, ``fp16``, ``fp32``.
+    - ``batch_size_scope``: what the ``batch_size`` hyperparameter means. ``global``: the batch of one
+      optimizer step over all ranks (the same at every world size). ``per_rank``: each rank's batch per
+      optimizer step, so the global batch grows with the world (the posts' convention).
+    - ``grad_accum_steps``: micro-batches per optimizer step; the effective batch is unchanged, each
+      micro-batch is smaller, and gradients are all-reduced once per optimizer step.
+    - ``lr_scaling``: ``linear`` multiplies ``lr`` by global batch / ``batch_size`` (the linear scaling
+      rule: a no-op for a global batch, ``x world`` for a per-rank one), reached by a linear warm-up over
+      ``warmup_epochs`` from the unscaled ``lr``.
+    - ``sync_batchnorm``: ``auto`` converts BatchNorm to SyncBatchNorm when the world is > 1 and the
+      ranks are on GPUs (PyTorch's SyncBatchNorm runs only there).
+    - ``num_workers`` / ``pin_memory``: DataLoader settings; ``auto`` sizes them from the rank's device
+      and CPUs (see :func:`tune_service.training.data.loader_settings`).
+    - ``compile``: ``torch.compile`` the model. ``deterministic``: deterministic algorithms only.
+    - ``profile_steps``: record a ``torch.profiler`` trace of this many steps of the first epoch on rank 0
+      (0: off), written into the trial's directory.
+    - ``oom_retry``: on out-of-memory, retry the trial at half the per-rank batch and twice the
+      accumulation (same effective batch), from its last checkpoint, until the micro-batch is 1.
+    - ``checkpoint_every``: rank 0 saves a checkpoint every this many epochs and at the last one (0: never).
+    """
+
+    precision: str = AUTO
+    batch_size_scope: str = "global"
+    grad_accum_steps: int = 1
+    lr_scaling: str = "none"
+    warmup_epochs: float = 0
+    sync_batchnorm: Union[bool, str] = AUTO
+    num_workers: Union[int, str] = AUTO
+    pin_memory: Union[bool, str] = AUTO
+    compile: bool = False
+    deterministic: bool = False
+    profile_steps: int = 0
+    oom_retry: bool = False
+    checkpoint_every: int = 1
+    ddp: DDPSettings = field(default_factory=DDPSettings)
+
+    def with_accumulation(self, grad_accum_steps: int) -> "TrainingSettings":
+        return replace(self, grad_accum_steps=grad_accum_steps)
