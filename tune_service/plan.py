@@ -7,12 +7,13 @@ the cluster. It never starts Ray.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from tune_service import registry
 from tune_service.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.spec import SweepSpec
 from tune_service.tasks import ResolvedTask, Task, resolve_task
+from tune_service.training.settings import TrainingSettings
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,21 @@ class SweepPlan:
             f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
             f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial",
             f"cluster      {self.cluster.describe()}",
+            f"training     {_describe_training(s.training)}",
             f"concurrency  {self.max_concurrent} trial(s) at once",
             f"budget       at most {self.max_trial_epochs} trial-epochs",
             f"seed         {s.seed}",
         ]
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
+
+
+def _describe_training(t: TrainingSettings) -> str:
+    """The training settings, non-default ones only after the precision (``precision auto, oom_retry``)."""
+    defaults = TrainingSettings()
+    changed = [f"{f.name}={getattr(t, f.name)}" for f in fields(t)
+               if f.name != "precision" and getattr(t, f.name) != getattr(defaults, f.name)]
+    return ", ".join([f"precision {t.precision}", *changed])
 
 
 def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,

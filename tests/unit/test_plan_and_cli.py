@@ -113,6 +113,7 @@ def test_cli_debug_shows_the_traceback(tmp_path):
 
 def test_cli_set_overrides_reach_the_plan(tmp_path, capsys):
     assert cli.main([str(ROOT / "search_spaces" / "quickstart.yaml"), "--dry-run", "--set", "run_cap=3",
-                     "--set", "scheduler.max_t=4"]) == 0
+                     "--set", "scheduler.max_t=4", "--set", "training.oom_retry=true"]) == 0
     out = capsys.readouterr().out
     assert "trials       3" in out and "max_t=4" in out
+    assert "training     precision auto, oom_retry=True\n" in out
