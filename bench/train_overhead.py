@@ -1,19 +1,23 @@
 """What the shared train loop costs against a bare, hand-written DDP loop, and what bf16 autocast buys.
 
 Both loops train the same model (digits' BatchNorm CNN) on the same data with the same optimizer,
-global batch and world size (2 gloo ranks, spawned like ``torchrun`` would), and both evaluate on the
-whole validation set every epoch. The bare loop is what a careful user writes by hand (DDP,
-DistributedSampler + set_epoch, all-reduced validation sums); the shared loop adds what it carries
-(metric reduction of the training loss, rank-0 checkpoints, reporting, per-epoch seeds). After warm-up
-epochs, the two are timed in alternation, ``--repeats`` times each; each shared run is compared with the
-bare run beside it, and the median of those paired ratios is the figure:
+global batch and world size (2 gloo ranks, spawned like ``torchrun`` would, one core each), and both
+evaluate on the whole validation set every epoch. The bare loop is what a careful user writes by hand
+(DDP, DistributedSampler + set_epoch, all-reduced validation sums); the shared loop (``fit``) adds what
+it carries (the training loss reduced over ranks, rank-0 checkpoints every epoch, reporting, per-epoch
+seeds).
 
-    ratio = median(shared samples/s / bare samples/s)        (target >= 0.97)
+The two run in the same processes, epoch by epoch in alternation: after each epoch of ``fit`` reports,
+the report runs one epoch of the bare loop. So every shared epoch has a bare epoch beside it, under
+the same load of this shared machine, and the figure is the median of those paired ratios (a busy
+second slows both of a pair alike, where separate runs seconds apart differed by 10% and more):
+
+    ratio = median over epochs (bare epoch time / shared epoch time)      (target >= 0.97)
 
 It also times one training step of the same model in one process at fp32 and under bf16 autocast on
 this CPU (and, with a GPU, fp16 + GradScaler and bf16 against fp32 on it).
 
-Usage: ``python bench/train_overhead.py [--epochs 20] [--warmup 3] [--repeats 3]``; writes
+Usage: ``python bench/train_overhead.py [--epochs 150] [--warmup 3]``; writes
 ``bench/results/train_overhead.json``.
 """
 
@@ -38,27 +42,31 @@ HPARAMS = {"model": "cnn", "hidden": 32, "layers": 1, "dropout": 0.0, "noise": 0
            "batch_size": 64, "optimizer": "adam", "weight_decay": 0.0, "momentum": 0.9}
 
 
-def bare_loop(epochs: int) -> list[float]:
-    """A hand-written DDP loop; returns the time at the end of every epoch."""
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader, DistributedSampler, Subset
+class BareLoop:
+    """A hand-written DDP loop, one epoch per call."""
 
-    from tune_service.tasks.digits import Digits, load_digits_tensors
+    def __init__(self) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-    rank, world = dist.get_rank(), dist.get_world_size()
-    train_set, val_set = load_digits_tensors()
-    torch.manual_seed(0)
-    model = DistributedDataParallel(Digits().model(HPARAMS))
-    optimizer = torch.optim.Adam(model.parameters(), lr=HPARAMS["lr"])
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    batch = HPARAMS["batch_size"] // world
-    train = DataLoader(train_set, batch_size=batch, sampler=sampler)
-    validation = DataLoader(Subset(val_set, range(rank, len(val_set), world)), batch_size=batch)
-    ends = []
-    for epoch in range(1, epochs + 1):
+        from tune_service.tasks.digits import Digits, load_digits_tensors
+
+        rank, world = dist.get_rank(), dist.get_world_size()
+        train_set, val_set = load_digits_tensors()
+        torch.manual_seed(0)
+        self.model = DistributedDataParallel(Digits().model(HPARAMS))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=HPARAMS["lr"])
+        self.sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=0)
+        batch = HPARAMS["batch_size"] // world
+        self.train = DataLoader(train_set, batch_size=batch, sampler=self.sampler)
+        self.validation = DataLoader(Subset(val_set, range(rank, len(val_set), world)), batch_size=batch)
+
+    def epoch(self, epoch: int) -> float:
+        """Train and validate one epoch; returns the validation accuracy."""
+        model, optimizer = self.model, self.optimizer
         model.train()
-        sampler.set_epoch(epoch)
-        for inputs, targets in train:
+        self.sampler.set_epoch(epoch)
+        for inputs, targets in self.train:
             optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.cross_entropy(model(inputs), targets)
             loss.backward()
@@ -66,57 +74,63 @@ def bare_loop(epochs: int) -> list[float]:
         model.eval()
         totals = torch.zeros(3, dtype=torch.float64)
         with torch.no_grad():
-            for inputs, targets in validation:
+            for inputs, targets in self.validation:
                 outputs = model(inputs)
                 totals[0] += torch.nn.functional.cross_entropy(outputs, targets) * len(targets)
                 totals[1] += (outputs.argmax(1) == targets).sum()
                 totals[2] += len(targets)
         dist.all_reduce(totals)
-        totals.tolist()
-        ends.append(time.perf_counter())
-    return ends
+        _, correct, samples = totals.tolist()
+        return correct / samples
 
 
-def shared_loop(epochs: int) -> list[float]:
-    """The service's loop (``fit``) on the same trial; returns the time of every epoch's report."""
+def interleaved_epochs(epochs: int, checkpoint_root: str) -> dict[str, list[float]]:
+    """Run ``fit`` for ``epochs`` epochs, with one bare epoch inside each of its reports; the seconds of
+    every shared epoch (report to report, the bare epoch left out) and of every bare epoch."""
     from tune_service.tasks import ResolvedTask
     from tune_service.tasks.digits import Digits
     from tune_service.training import LocalContext, TrialConfig, fit
 
-    class Timed(LocalContext):
+    bare = BareLoop()
+    times: dict[str, list[float]] = {"shared": [], "bare": [], "bare_accuracy": [], "shared_accuracy": []}
+
+    class Interleaved(LocalContext):
+        mark = time.perf_counter()
+
         def report(self, metrics, checkpoint_dir):
-            super().report(metrics, checkpoint_dir)
-            self.ends.append(time.perf_counter())
+            super().report(metrics, checkpoint_dir)  # the shared loop's whole epoch ends here
+            now = time.perf_counter()
+            times["shared"].append(now - self.mark)
+            times["shared_accuracy"].append(metrics["val_accuracy"])
+            times["bare_accuracy"].append(bare.epoch(int(metrics["epoch"])))
+            self.mark = time.perf_counter()
+            times["bare"].append(self.mark - now)
 
-    with tempfile.TemporaryDirectory() as out:
-        context = Timed(output_dir=out)
-        context.ends = []
-        fit(TrialConfig(ResolvedTask("digits", task=Digits()), HPARAMS, epochs=epochs, seed=0), context)
-    return context.ends
+    context = Interleaved(output_dir=checkpoint_root)
+    fit(TrialConfig(ResolvedTask("digits", task=Digits()), HPARAMS, epochs=epochs, seed=0), context)
+    return times
 
 
-def _rank(rank: int, loop: str, epochs: int, rendezvous: str, result: str) -> None:
-    torch.set_num_threads(1)  # one core per rank, as Ray gives a 1-CPU rank
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD_SIZE)
+def _rank(rank: int, epochs: int, work: str) -> None:
+    torch.set_num_threads(1)  # one core per rank, as Ray gives a 1-CPU rank ...
+    if hasattr(os, "sched_setaffinity") and rank < len(os.sched_getaffinity(0)):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})  # ... and the same core throughout
+    dist.init_process_group("gloo", init_method=f"file://{work}/rendezvous", rank=rank, world_size=WORLD_SIZE)
     try:
-        ends = {"bare": bare_loop, "shared": shared_loop}[loop](epochs)
+        times = interleaved_epochs(epochs, os.path.join(work, f"rank{rank}"))
         if rank == 0:
-            Path(result).write_text(json.dumps(ends))
+            Path(work, "times.json").write_text(json.dumps(times))
+        dist.barrier()  # no rank tears gloo down while its peer still talks (a C++ abort otherwise)
     finally:
         dist.destroy_process_group()
 
 
-def samples_per_second(loop: str, epochs: int, warmup: int) -> float:
-    from tune_service.tasks.digits import load_digits_tensors
-
-    train_size = len(load_digits_tensors()[0])
+def paired_epochs(epochs: int, warmup: int) -> dict[str, list[float]]:
+    """Epoch times of both loops, warm-up epochs dropped, from one spawned world."""
     with tempfile.TemporaryDirectory() as work:
-        result = os.path.join(work, "ends.json")
-        mp.spawn(_rank, args=(loop, epochs + warmup, os.path.join(work, "rendezvous"), result), nprocs=WORLD_SIZE)
-        ends = json.loads(Path(result).read_text())
-    timed = ends[warmup - 1:]
-    epoch_times = [b - a for a, b in zip(timed, timed[1:])]
-    return train_size / statistics.median(epoch_times)  # the median epoch: robust to a busy moment
+        mp.spawn(_rank, args=(epochs + warmup, work), nprocs=WORLD_SIZE)
+        times = json.loads(Path(work, "times.json").read_text())
+    return {name: values[warmup:] for name, values in times.items()}
 
 
 def step_time(precision: str, device: torch.device, steps: int = 30) -> dict:
@@ -151,22 +165,24 @@ def step_time(precision: str, device: torch.device, steps: int = 30) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=150)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    runs = {"bare": [], "shared": []}
-    for _ in range(args.repeats):
-        for loop in ("bare", "shared"):  # alternated, so drifts of the machine hit both alike
-            runs[loop].append(samples_per_second(loop, args.epochs, args.warmup))
-    bare, shared = statistics.median(runs["bare"]), statistics.median(runs["shared"])
-    paired = [s / b for s, b in zip(runs["shared"], runs["bare"])]  # neighbours share the machine's state
+    from tune_service.tasks.digits import load_digits_tensors
+
+    train_size = len(load_digits_tensors()[0])
+    times = paired_epochs(args.epochs, args.warmup)
+    paired = [b / s for b, s in zip(times["bare"], times["shared"])]
+    bare = train_size / statistics.median(times["bare"])
+    shared = train_size / statistics.median(times["shared"])
     result = {
-        "world_size": WORLD_SIZE, "epochs_timed": args.epochs, "repeats": args.repeats,
+        "world_size": WORLD_SIZE, "epochs_timed": args.epochs, "warmup_epochs": args.warmup,
         "bare_samples_per_s": bare, "shared_samples_per_s": shared, "ratio": statistics.median(paired),
-        "paired_ratios": paired,
-        "target_ratio": TARGET_RATIO, "runs": runs,
+        "paired_ratio_quartiles": statistics.quantiles(paired, n=4),
+        "target_ratio": TARGET_RATIO,
+        "final_val_accuracy": {"bare": times["bare_accuracy"][-1], "shared": times["shared_accuracy"][-1]},
+        "epoch_times_s": {"bare": times["bare"], "shared": times["shared"]},
         "cpu": {p: step_time(p, torch.device("cpu")) for p in ("fp32", "bf16")},
     }
     result["cpu"]["bf16_vs_fp32_step_time"] = result["cpu"]["bf16"]["step_ms"] / result["cpu"]["fp32"]["step_ms"]
@@ -176,11 +192,13 @@ def main() -> None:
         for p in ("fp16", "bf16"):
             result["gpu"][f"{p}_vs_fp32_step_time"] = result["gpu"][p]["step_ms"] / result["gpu"]["fp32"]["step_ms"]
 
-    print(f"DDP world {WORLD_SIZE}, digits CNN, global batch {HPARAMS['batch_size']}, {args.epochs} epochs x {args.repeats}")
-    print(f"  bare loop    {bare:10.0f} samples/s")
-    print(f"  shared loop  {shared:10.0f} samples/s")
+    print(f"DDP world {WORLD_SIZE}, digits CNN, global batch {HPARAMS['batch_size']}, "
+          f"{args.epochs} epochs of each loop, interleaved")
+    print(f"  bare loop    {bare:10.0f} samples/s   (final val accuracy {result['final_val_accuracy']['bare']:.3f})")
+    print(f"  shared loop  {shared:10.0f} samples/s   (final val accuracy {result['final_val_accuracy']['shared']:.3f})")
     status = "met" if result["ratio"] >= TARGET_RATIO else "MISSED"
-    print(f"  ratio        {result['ratio']:10.3f}   (median of paired runs {', '.join(f'{r:.3f}' for r in paired)}; "
+    low, _, high = result["paired_ratio_quartiles"]
+    print(f"  ratio        {result['ratio']:10.3f}   (median of {len(paired)} paired epochs, quartiles {low:.3f}-{high:.3f}; "
           f"target >= {TARGET_RATIO}: {status})")
     cpu = result["cpu"]
     print(f"CPU step, batch 256: fp32 {cpu['fp32']['step_ms']:.2f} ms, bf16 autocast {cpu['bf16']['step_ms']:.2f} ms "

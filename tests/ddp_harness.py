@@ -18,6 +18,7 @@ def _rank_main(rank: int, world_size: int, workdir: str, target: str, kwargs: di
         module_name, attr = target.split(":")
         result = getattr(importlib.import_module(module_name), attr)(**kwargs)
         (Path(workdir) / f"result_{rank}.pkl").write_bytes(pickle.dumps(result))
+        dist.barrier()  # no rank tears gloo down while its peer still talks (a C++ abort otherwise)
     finally:
         dist.destroy_process_group()
 

@@ -234,6 +234,14 @@ def test_10_a_resumed_trial_continues_at_the_next_epoch_as_if_never_stopped(tmp_
     assert drop_time(resumed.reports[0]) == drop_time(straight.reports[2])  # same optimizer state, same RNG
 
 
+def test_10_a_checkpoint_cut_off_while_writing_is_skipped_on_resume(tmp_path):
+    fit(digits_config(epochs=2), LocalContext(output_dir=tmp_path))
+    (tmp_path / "checkpoints" / "epoch_0002" / "state.pt").unlink()  # as if killed before os.replace
+    resumed = LocalContext(output_dir=tmp_path)
+    fit(digits_config(epochs=2), resumed)
+    assert [r["epoch"] for r in resumed.reports] == [2]  # from epoch 1's checkpoint, not a crash
+
+
 # 11 -----------------------------------------------------------------------------------------------
 def test_11_world_two_accuracy_equals_a_single_process_evaluation_of_the_checkpoint(world_two):
     r0, r1 = world_two["ranks"]

@@ -4,18 +4,19 @@ checkpoint it resumes from.
 :class:`RayTrainContext` is the context of every trial (Ray Train's ``report`` and ``get_checkpoint``:
 a worker group restarted by Ray Train, or a run relaunched under the same name, resumes from the latest
 checkpoint). :class:`LocalContext` runs the same loop without Ray, under ``torchrun`` or in a test, and
-keeps its reports and checkpoints in memory and in a directory.
+keeps its reports in memory and its checkpoints in a directory.
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from tune_service.training.checkpoint import load_state
+from tune_service.training.checkpoint import STATE_FILE, load_state
 
 
 class TrainContext(Protocol):
@@ -26,8 +27,12 @@ class TrainContext(Protocol):
     def restored_state(self) -> dict[str, Any] | None:
         """The latest checkpoint's state (see :mod:`~tune_service.training.checkpoint`), or ``None``."""
 
+    def checkpoint_dir(self, epoch: int) -> Path:
+        """A new directory for rank 0 to write the checkpoint of ``epoch`` into, then pass to ``report``."""
+
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
-        """Report one epoch, called by every rank; rank 0 passes the checkpoint (others ``None``)."""
+        """Report one epoch, called by every rank; rank 0 passes the checkpoint (others ``None``). The
+        context owns the directory from then on."""
 
 
 class RayTrainContext:
@@ -45,17 +50,24 @@ class RayTrainContext:
         checkpoint = ray.train.get_checkpoint()
         return None if checkpoint is None else load_state(checkpoint, map_location=self.device)
 
+    def checkpoint_dir(self, epoch: int) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
+
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray.train
 
-        # Ray Train copies the directory into the run's storage before report() returns.
         checkpoint = ray.train.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
-        ray.train.report(metrics, checkpoint=checkpoint)
+        try:
+            ray.train.report(metrics, checkpoint=checkpoint)
+        finally:
+            if checkpoint_dir is not None:  # Ray Train has copied it into the run's storage by now
+                shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
 class LocalContext:
-    """A context without Ray. Reports are kept in ``reports``; checkpoints are copied to
-    ``output_dir/checkpoints/epoch_NNNN`` and the latest of them is what a new run resumes from."""
+    """A context without Ray. Reports are kept in ``reports``; checkpoints are written to
+    ``output_dir/checkpoints/epoch_NNNN`` (discarded without an ``output_dir``), and the latest complete
+    one is what a new run resumes from."""
 
     def __init__(self, device: torch.device | str = "cpu", output_dir: str | Path | None = None):
         self.device = torch.device(device)
@@ -69,12 +81,21 @@ class LocalContext:
 
     def restored_state(self) -> dict[str, Any] | None:
         root = self._checkpoint_root
-        saved = sorted(root.glob("epoch_*")) if root is not None and root.is_dir() else []
-        return load_state(saved[-1], map_location=self.device) if saved else None
+        # Only directories whose state file was written to the end (see save_checkpoint) count.
+        saved = sorted(root.glob(f"epoch_*/{STATE_FILE}")) if root is not None and root.is_dir() else []
+        return load_state(saved[-1].parent, map_location=self.device) if saved else None
+
+    def checkpoint_dir(self, epoch: int) -> Path:
+        root = self._checkpoint_root
+        if root is None:
+            return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
+        return root / f"epoch_{epoch:04d}"
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         self.reports.append(dict(metrics))
-        if checkpoint_dir is not None and self._checkpoint_root is not None:
-            target = self._checkpoint_root / f"epoch_{int(metrics['epoch']):04d}"
-            shutil.copytree(checkpoint_dir, target, dirs_exist_ok=True)
-            self.checkpoints.append(target)
+        if checkpoint_dir is None:
+            return
+        if self._checkpoint_root is None:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        else:
+            self.checkpoints.append(checkpoint_dir)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,10 +145,10 @@ def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None 
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
-             device: torch.device) -> dict[str, float]:
-    """``val_loss`` and ``val_<metric>`` over the whole validation set: this rank's shard, summed with
-    every other rank's (sums and counts, so the result equals a single-process evaluation)."""
+def validation_sums(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
+                    device: torch.device) -> tuple[list[str], torch.Tensor]:
+    """This rank's validation sums, on the device: the metric names and ``[loss_sum, samples, *metric
+    sums]`` in their order. Summed over the ranks, they give :func:`validation_metrics`."""
     model.eval()
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
     sums: dict[str, torch.Tensor] = {}
@@ -167,11 +165,23 @@ def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Pr
         samples += targets.shape[0]
     names = sorted(sums)
     count = torch.tensor(float(samples), device=device, dtype=torch.float64)
-    totals = all_reduce_sum(torch.stack([loss_sum, count, *(sums[n] for n in names)]))
-    loss_total, count_total, *metric_totals = totals.tolist()  # one host sync per evaluation
+    return names, torch.stack([loss_sum, count, *(sums[n] for n in names)])
+
+
+def validation_metrics(names: list[str], totals: list[float]) -> dict[str, float]:
+    """``val_loss`` and ``val_<metric>`` from :func:`validation_sums` summed over all ranks."""
+    loss_total, count_total, *metric_totals = totals
     count_total = max(count_total, 1.0)
     return {"val_loss": loss_total / count_total,
             **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals)}}
+
+
+def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
+             device: torch.device) -> dict[str, float]:
+    """``val_loss`` and ``val_<metric>`` over the whole validation set: this rank's shard, summed with
+    every other rank's (sums and counts, so the result equals a single-process evaluation)."""
+    names, sums = validation_sums(model, task, validation, precision, device)
+    return validation_metrics(names, all_reduce_sum(sums).tolist())
 
 
 def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = None) -> None:
@@ -188,7 +198,8 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
     context = context if context is not None else RayTrainContext(config.output_dir)
-    log = log_from_main_rank_only(rank_info())
+    ranks = rank_info()
+    log = log_from_main_rank_only(ranks)
     device, settings = context.device, config.settings
     out_of_memory = None
     epoch = 0
@@ -207,9 +218,9 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     except Exception as error:
         if not is_out_of_memory(error):
             raise
-        batch = plan_batches(config.hparams["batch_size"], rank_info().world_size, settings.grad_accum_steps,
-                             settings.batch_size_scope)
-        out_of_memory = out_of_memory_error(batch.micro, batch.grad_accum_steps, rank_info().world_size, device,
+        batch = plan_batches(config.hparams["batch_size"], ranks.world_size, settings.grad_accum_steps,
+                             settings.batch_size_scope)  # the run may not exist: an OOM while setting up
+        out_of_memory = out_of_memory_error(batch.micro, batch.grad_accum_steps, ranks.world_size, device,
                                             epoch, settings.oom_retry)
     finally:
         run = None  # drop every reference to the trial's tensors ...
@@ -224,11 +235,13 @@ def _train_and_evaluate(run: TrainingRun, epoch: int, profile_steps: int, output
     started = time.perf_counter()
     profiler = StepProfiler(profile_steps, output_dir, run.device, enabled=run.ranks.is_main)
     try:
-        train_totals = all_reduce_sum(train_one_epoch(run, epoch, profiler))
+        train_totals = train_one_epoch(run, epoch, profiler)
     finally:
         profiler.stop()
-    loss_sum, samples = train_totals.tolist()
-    metrics = evaluate(run.model.module, run.task, run.loaders.validation, run.precision, run.device)
+    names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device)
+    # One collective and one host sync per epoch, for the training and the validation sums together.
+    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([train_totals, val_sums])).tolist()
+    metrics = validation_metrics(names, val_totals)
     batch = run.loaders.batch
     metrics.update(
         epoch=epoch, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
@@ -247,17 +260,13 @@ def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], me
             with_checkpoint: bool) -> None:
     """Report the epoch; rank 0 alone writes the checkpoint, and every rank waits for it."""
     directory = None
-    try:
-        if with_checkpoint and run.ranks.is_main:
-            directory = Path(tempfile.mkdtemp(prefix="tune_service_ckpt_"))
-            save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
-                            epoch=metrics["epoch"], meta=meta)
-        if with_checkpoint:
-            barrier()  # no rank runs ahead while rank 0 writes
-        context.report(metrics, directory)
-    finally:
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)  # the context has copied it to storage
+    if with_checkpoint and run.ranks.is_main:
+        directory = context.checkpoint_dir(int(metrics["epoch"]))  # written in place: no copy on the way
+        save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
+                        epoch=metrics["epoch"], meta=meta)
+    if with_checkpoint:
+        barrier()  # no rank runs ahead while rank 0 writes
+    context.report(metrics, directory)
 
 
 def _use_deterministic_algorithms() -> None:
