@@ -207,3 +207,14 @@ class AuditedDigits(Digits):
         tmp.write_text(json.dumps(record))
         tmp.rename(audit / f"{os.getpid()}.json")  # the other rank never reads half a record
         return super().model(config)
+
+
+class SlowDigits(Digits):
+    """Digits with epochs of about a second (each batch waits 50 ms), so a test can interrupt a sweep
+    while a trial is between two epochs."""
+
+    def augment(self, inputs, targets, config):
+        import time
+
+        time.sleep(0.05)
+        return super().augment(inputs, targets, config)

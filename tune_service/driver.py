@@ -4,11 +4,12 @@ the one place with side effects: it connects to (or starts) Ray, runs the Tuner,
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,6 +21,8 @@ from tune_service.spec import SweepSpec, load_spec
 from tune_service.trial import DRIVER_RESOURCES, TrialTemplate
 
 DEFAULT_STORAGE = "experiments"
+#: The file in an experiment directory that lets resume() rebuild the sweep.
+SWEEP_FILE = "sweep.json"
 
 
 def experiment_name(spec: SweepSpec) -> str:
@@ -42,6 +45,14 @@ class TunerRecipe:
 
         return tune.Tuner(self.trainable, param_space=self.param_space, tune_config=self.tune_config,
                           run_config=self.run_config)
+
+    def restore(self, experiment_dir: str | os.PathLike):
+        """The Tuner of an interrupted experiment: unfinished trials resume from their checkpoints;
+        finished and failed ones stay as they were."""
+        from ray import tune
+
+        return tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
+                                  restart_errored=False, param_space=self.param_space)
 
 
 def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
@@ -97,33 +108,89 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
         overrides / more_overrides: dotted spec keys to set, e.g. ``run_cap=4`` or
             ``overrides={"scheduler.max_t": 3}``.
 
+    An interrupted sweep (Ctrl+C) returns what it has, with ``interrupted`` set; :func:`resume` finishes it.
+
     Raises:
         TuneServiceError: the spec is invalid, the task cannot be used, or a trial cannot fit the cluster.
     """
-    import ray
-
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec, {**(overrides or {}), **more_overrides})
     elif overrides or more_overrides:
         raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
-    name = name or experiment_name(spec)
-    experiment_dir = _experiment_dir(storage, name)
+    experiment_dir = _new_experiment_dir(storage, name or experiment_name(spec))
+    _write_sweep_file(experiment_dir, spec, task)
+    return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
+
+
+def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, task: Any = None,
+           verbose: int = 1) -> results.SweepResult:
+    """Finish an interrupted sweep: finished trials are kept as they are (never rerun), interrupted ones
+    continue from their last checkpoints, and the searcher goes on up to ``run_cap`` trials.
+
+    Args:
+        experiment_dir: the directory :func:`run` wrote (``storage/name``).
+        task: the task object, if the sweep was run with one (``run(..., task=...)``).
+
+    Raises:
+        TuneServiceError: the directory is not a tune-service experiment, or its task object is missing.
+    """
+    experiment_dir = Path(experiment_dir).resolve()
+    sweep_file = experiment_dir / SWEEP_FILE
+    if not sweep_file.is_file():
+        raise TuneServiceError(f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory "
+                               f"(no {SWEEP_FILE})")
+    saved = json.loads(sweep_file.read_text(encoding="utf-8"))
+    if saved.get("task_object") and task is None:
+        raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
+                               f"pass the same task to resume(..., task=...)")
+    spec = load_spec(saved["spec"])
+    return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=True)
+
+
+def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task: Any, verbose: int,
+             restore: bool) -> results.SweepResult:
+    """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results."""
+    import ray
+
+    from tune_service import tracking
+    from tune_service.callbacks import FinalStatuses
 
     started_here = not ray.is_initialized()
     if started_here:
         init_ray(address)
+    tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
+    statuses = FinalStatuses(experiment_dir.name)
     try:
         plan = make_plan(spec, from_ray(), task=task)
-        grid = build_tuner(plan, storage, name, verbose=verbose).create().fit()
-        outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode, spec.scheduler.max_t)
+        callbacks = [statuses] + ([tracker] if tracker else [])
+        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose)
+        tuner = recipe.restore(experiment_dir) if restore else recipe.create()
+        grid = tuner.fit()
+        outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
+                                  spec.scheduler.max_t, unfinished=statuses.unfinished)
+        outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
+        if tracker is not None:
+            outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
+            if not outcome.interrupted:
+                tracker.log_sweep(outcome)
         results.write(outcome)
         return outcome
     finally:
+        statuses.release()
+        if tracker is not None:
+            tracker.close()
         if started_here:
             ray.shutdown()
 
 
-def _experiment_dir(storage: str | os.PathLike, name: str) -> Path:
+def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
+    """What :func:`resume` needs: the spec as loaded (overrides applied) and whether a task object was used."""
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    saved = {"spec": spec.source, "task_object": None if task is None else repr(task)}
+    results.atomic_write(experiment_dir / SWEEP_FILE, json.dumps(saved, indent=2, default=str) + "\n")
+
+
+def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
     path = Path(storage).resolve() / name
     if path.exists() and any(path.iterdir()):
         raise TuneServiceError(f"name: experiment directory {str(path)!r} already exists and is not empty; "

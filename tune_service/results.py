@@ -2,7 +2,8 @@
 directory (``summary.json`` and ``best_config.yaml``, both written atomically).
 
 A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs), ``stopped`` (ended earlier: the
-scheduler stopped it) or ``failed`` (raised; ``error`` says why). A trial's ``metrics`` are its last
+scheduler stopped it), ``failed`` (raised; ``error`` says why) or ``interrupted`` (the sweep was stopped
+while the trial ran or waited; ``resume`` continues it). A trial's ``metrics`` are its last
 report. The best trial is the one whose last report is best on the sweep's metric; failed trials and
 non-finite values are never chosen.
 """
@@ -20,22 +21,23 @@ from typing import Any
 
 import yaml
 
+from tune_service.errors import TuneServiceError
 from tune_service.spaces import plain
 
 SUMMARY_FILE = "summary.json"
 BEST_CONFIG_FILE = "best_config.yaml"
 #: Tune's bookkeeping keys, left out of a trial's metrics.
-_TUNE_KEYS = {
+TUNE_KEYS = frozenset({
     "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
     "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore", "config",
-    "checkpoint_path",
-}
+    "checkpoint_path", "should_checkpoint",
+})
 
 
 @dataclass(frozen=True)
 class TrialRecord:
     trial_id: str
-    status: str  # completed | stopped | failed
+    status: str  # completed | stopped | failed | interrupted
     config: dict[str, Any]
     metrics: dict[str, Any]
     epochs: int
@@ -52,6 +54,11 @@ class SweepResult:
     trials: tuple[TrialRecord, ...]
     best: TrialRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        """True if the sweep was stopped before its end (``tune_service.resume`` finishes it)."""
+        return any(t.status == "interrupted" for t in self.trials)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -86,6 +93,8 @@ class SweepResult:
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
         counts = {s: sum(t.status == s for t in self.trials) for s in ("completed", "stopped", "failed")}
+        interrupted = sum(t.status == "interrupted" for t in self.trials)
+        counts.update({"interrupted": interrupted} if interrupted else {})
         lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
 
@@ -117,8 +126,10 @@ def best_trial(trials, metric: str, mode: str) -> TrialRecord | None:
 _TRIAL_ID = re.compile(r"^trial_([0-9a-f_]+)")
 
 
-def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int) -> SweepResult:
-    """Build the :class:`SweepResult` from Tune's ResultGrid."""
+def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
+            unfinished: set[str] | frozenset[str] = frozenset()) -> SweepResult:
+    """Build the :class:`SweepResult` from Tune's ResultGrid; ``unfinished``: the ids of trials an
+    interrupted sweep left running or pending (their status is ``interrupted``)."""
     trials = []
     for r in result_grid:
         history = r.metrics_dataframe
@@ -127,9 +138,14 @@ def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int
         epochs = int(last.get("epoch", 0)) if last else 0
         if history is not None and "epoch" in getattr(history, "columns", []):
             epochs = int(history["epoch"].max())
-        error = None if r.error is None else _one_line(r.error)
-        status = "failed" if error else ("completed" if epochs >= max_t else "stopped")
-        metrics = {k: v for k, v in last.items() if k not in _TUNE_KEYS}
+        error = None if r.error is None else one_line_error(r.error)
+        if error:
+            status = "failed"
+        elif trial_id in unfinished:
+            status = "interrupted"
+        else:
+            status = "completed" if epochs >= max_t else "stopped"
+        metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
         trials.append(TrialRecord(trial_id, status, plain(r.config or {}), plain(metrics), epochs, error))
     trials.sort(key=lambda t: t.trial_id)
     return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode))
@@ -140,7 +156,7 @@ def _trial_id_from_path(path: str | None) -> str:
     return match.group(1) if match else os.path.basename(path or "?")
 
 
-def _one_line(error: BaseException) -> str:
+def one_line_error(error: BaseException) -> str:
     """The root cause of a trial's error, on one line (Ray wraps it in several layers)."""
     cause = error
     while True:
@@ -154,7 +170,7 @@ def _one_line(error: BaseException) -> str:
     return f"{type(cause).__name__}: {last.strip()}"[:500]
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a crash leaves the old file or the new one, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -172,15 +188,25 @@ def write(result: SweepResult) -> None:
     """Write ``summary.json`` and ``best_config.yaml`` into the experiment directory."""
     directory = Path(result.experiment_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / SUMMARY_FILE, json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+    atomic_write(directory / SUMMARY_FILE, json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
     if result.best is not None:
-        _atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(result.best.config, sort_keys=True))
+        atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(result.best.config, sort_keys=True))
 
 
 def load(experiment_dir: str | os.PathLike) -> SweepResult:
-    """Read a finished sweep back from its experiment directory."""
-    data = json.loads((Path(experiment_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    """Read a finished sweep back from its experiment directory.
+
+    Raises:
+        TuneServiceError: there is no readable summary in the directory.
+    """
+    summary = Path(experiment_dir) / SUMMARY_FILE
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise TuneServiceError(f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
+                               f"is it the directory of a finished or interrupted sweep?") from None
     trials = tuple(TrialRecord(**t) for t in data["trials"])
     extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
-    return SweepResult(data["experiment_dir"], data["metric"], data["mode"], trials,
+    # The directory it was read from: an experiment directory may have been moved or copied.
+    return SweepResult(str(Path(experiment_dir).resolve()), data["metric"], data["mode"], trials,
                        best_trial(trials, data["metric"], data["mode"]), extra)

@@ -20,6 +20,8 @@ from typing import Any, Mapping
 import yaml
 
 from tune_service.errors import Problem, SpecError
+from tune_service.tracking_settings import MODES as WANDB_MODES
+from tune_service.tracking_settings import WandbSettings
 from tune_service.training.settings import (
     AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, DDPSettings, TrainingSettings,
 )
@@ -53,6 +55,7 @@ _TRAINING_KEYS = (
     "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
     "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
 )
+_WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
 _DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
 
 DEFAULT_RUN_CAP = 10
@@ -138,8 +141,10 @@ class SweepSpec:
     training: TrainingSettings = field(default_factory=TrainingSettings)
     seed: int = 0
     description: str = ""
-    wandb: Mapping[str, Any] = field(default_factory=dict)
+    wandb: WandbSettings = field(default_factory=WandbSettings)
     notes: tuple[str, ...] = ()
+    #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
+    source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def searcher(self) -> str:
@@ -266,9 +271,7 @@ class _Validator:
         resources = self._resources(raw.get("resources", {}))
         training = self._training(raw.get("training", {}), resources)
         seed = self._int("seed", raw.get("seed", 0), minimum=0)
-        wandb = raw.get("wandb", {}) or {}
-        if not isinstance(wandb, dict):
-            self.fail("wandb", f"must be a mapping, got {wandb!r}")
+        wandb = self._wandb(raw.get("wandb", {}), raw)
         run_cap = self._run_cap(raw.get("run_cap"), method)
         if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
             self.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
@@ -279,7 +282,7 @@ class _Validator:
         return SweepSpec(
             name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters,
             task=task, scheduler=scheduler, resources=resources, training=training, seed=seed,
-            description=description, wandb=dict(wandb), notes=tuple(self.notes),
+            description=description, wandb=wandb, notes=tuple(self.notes), source=copy.deepcopy(raw),
         )
 
     # -- scalars ----------------------------------------------------------------------------------
@@ -424,6 +427,34 @@ class _Validator:
             oom_retry=self._bool("training.oom_retry", get("oom_retry", d.oom_retry)),
             checkpoint_every=self._int("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
             ddp=self._ddp(get("ddp", {})),
+        )
+
+    def _wandb(self, raw: Any, top: dict) -> WandbSettings:
+        """The ``wandb`` block; W&B sweep files' top-level ``project`` and ``entity`` count as its own."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            self.fail("wandb", f"must be a mapping, got {raw!r}")
+            return WandbSettings()
+        self._unknown_keys("wandb", raw, _WANDB_KEYS)
+        d = WandbSettings()
+        names = {}
+        for key in ("project", "entity", "group"):
+            value = raw.get(key, top.get(key) if key != "group" else None)
+            names[key] = None if value is None else (self._string(f"wandb.{key}", value) or None)
+        tags = raw.get("tags", [])
+        if isinstance(tags, str):
+            tags = [tags]
+        if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+            self.fail("wandb.tags", f"must be a list of non-empty strings, got {raw.get('tags')!r}")
+            tags = []
+        timeout = self._number("wandb.init_timeout", raw.get("init_timeout", d.init_timeout))
+        if timeout is not None and timeout <= 0:
+            self.fail("wandb.init_timeout", f"must be > 0 seconds, got {timeout}")
+        return WandbSettings(
+            **names, tags=tuple(tags), mode=self._choice("wandb.mode", raw.get("mode", d.mode), WANDB_MODES),
+            log_checkpoints=self._bool("wandb.log_checkpoints", raw.get("log_checkpoints", d.log_checkpoints)),
+            init_timeout=float(timeout or d.init_timeout),
         )
 
     def _ddp(self, raw: Any) -> DDPSettings:

@@ -9,6 +9,7 @@ processes die with it (they are owned by it).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -32,6 +33,12 @@ _POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 #: What the trial driver reserves from Tune: Tune needs a non-empty request, and a CPU here would be a
 #: CPU taken from the ranks. 1 MiB of memory is a valid request on every node.
 DRIVER_RESOURCES = {"cpu": 0, "memory": 2**20}
+
+#: The Ray Train run of a trial, in the trial's directory of the experiment's storage; relaunching it
+#: under the same name resumes it from its latest checkpoint.
+TRAIN_RUN_NAME = "ddp"
+#: Where Ray Train 2.60 records that run's checkpoints and the metrics reported with each.
+_TRAIN_SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
 
 
 def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> dict[str, Any]:
@@ -93,6 +100,7 @@ class TrialTemplate:
         hparams = {**self.task.defaults, **plain(config)}
         trial_dir = tune.get_context().get_trial_dir()
         training = self.training
+        _redeliver_checkpointed_report()
         while True:
             try:
                 self._train(hparams, training, trial_dir)
@@ -112,6 +120,7 @@ class TrialTemplate:
         from ray.train.torch import TorchTrainer
 
         worker_fn, worker_config = self._worker(hparams, training, trial_dir)
+        storage_path, storage_filesystem = _persistent_trial_storage()
         r = self.resources
         use_gpu = r.gpus_per_worker > 0
         per_worker = {"CPU": r.cpus_per_worker, **({"GPU": r.gpus_per_worker} if use_gpu else {})}
@@ -120,7 +129,10 @@ class TrialTemplate:
             train_loop_config=worker_config,
             scaling_config=train.ScalingConfig(num_workers=r.workers, use_gpu=use_gpu, resources_per_worker=per_worker),
             run_config=train.RunConfig(
-                name="ddp", storage_path=trial_dir, callbacks=[_relay_callback()],
+                # In the experiment's storage, not Tune's local staging copy: a trial resumed in a later
+                # session (or on another node) finds the checkpoints of its earlier attempts there.
+                name=TRAIN_RUN_NAME, storage_path=storage_path, storage_filesystem=storage_filesystem,
+                callbacks=[_relay_callback()],
                 # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
                 checkpoint_config=train.CheckpointConfig(num_to_keep=2),
                 # Train logs every report at INFO on every rank; the trial's progress is Tune's to show.
@@ -137,6 +149,36 @@ class TrialTemplate:
         # Ray Train hands ``train_loop_config`` to every rank as a dict; ``fit`` rebuilds its TrialConfig.
         return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
                      "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir}
+
+
+def _redeliver_checkpointed_report() -> None:
+    """Report again the epoch of the trial's latest checkpoint, if it has one (a resumed or retried trial).
+
+    The report that came with that checkpoint may never have reached Tune: a sweep interrupted right
+    after a rank reported loses what was in flight, while the checkpoint itself is safe in storage. The
+    trial resumes after that epoch, so without this its row would be missing from the trial's history.
+    Tune may see the epoch twice; the wandb tracker logs it once.
+    """
+    from ray import tune
+
+    storage_path, filesystem = _persistent_trial_storage()
+    snapshot_path = f"{storage_path}/{TRAIN_RUN_NAME}/{_TRAIN_SNAPSHOT_FILE}"
+    try:
+        with filesystem.open_input_stream(snapshot_path) as stream:
+            metrics = json.loads(stream.readall())["latest_checkpoint_result"]["metrics"]
+    except (OSError, ValueError, KeyError, TypeError):  # no checkpoint yet (or an unreadable snapshot)
+        return
+    if isinstance(metrics, dict) and TIME_ATTR in metrics:
+        tune.report(dict(metrics))
+
+
+def _persistent_trial_storage() -> tuple[str, Any]:
+    """The trial's directory in the experiment's storage (a local path, or a path on the storage's
+    pyarrow filesystem) and that filesystem. ``get_trial_dir()`` is a per-session staging directory."""
+    from ray.train._internal.session import get_storage  # a DeveloperAPI of the pinned Ray 2.60
+
+    storage = get_storage()
+    return storage.trial_fs_path, storage.storage_filesystem
 
 
 def _out_of_memory_cause(error: BaseException) -> TrialOutOfMemory | None:

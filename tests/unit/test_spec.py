@@ -119,6 +119,12 @@ def test_override_without_equals_is_refused():
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
      "method, metric, run_cap, parameters, task, scheduler, resources, training, wandb, seed, project, entity, program, command"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
+    (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
+    (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
+    (minimal(wandb={"projet": "x"}), "wandb.projet: unknown key (did you mean 'project'?); valid keys: project, "
+     "entity, group, tags, mode, log_checkpoints, init_timeout"),
+    (minimal(wandb={"init_timeout": 0}), "wandb.init_timeout: must be > 0 seconds, got 0"),
+    (minimal(wandb="offline"), "wandb: must be a mapping, got 'offline'"),
     (minimal(training={"precision": "fp8"}), "training.precision: must be one of auto, bf16, fp16, fp32, got 'fp8'"),
     (minimal(training={"grad_accum_steps": 0}), "training.grad_accum_steps: must be >= 1, got 0"),
     (minimal(training={"num_workers": "many"}), "training.num_workers: must be auto or an integer >= 0, got 'many'"),

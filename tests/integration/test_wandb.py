@@ -1,0 +1,156 @@
+"""wandb on real sweeps: offline runs written by the driver, read back from wandb's own run files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tune_service
+from tune_service import cli
+from tune_service.tracking import run_id
+from wandb_files import offline_runs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "tunesvc-sentinel-key-0123456789abcdef0123456789"  # what an API key in the environment looks like
+
+
+def by_id(runs):
+    grouped = {}
+    for run in runs:
+        grouped.setdefault(run.run_id, []).append(run)
+    return grouped
+
+
+def epochs_logged(runs):
+    return [row["epoch"] for run in runs for row in run.history if "epoch" in row]
+
+
+def test_a_sweep_arrives_in_wandb_as_one_run_per_trial_and_a_summary(ray_cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)  # present, but WANDB_MODE=offline wins: no network
+    result = tune_service.run(ROOT / "search_spaces" / "quickstart.yaml", storage=tmp_path, name="tracked",
+                              run_cap=4, overrides={"scheduler.max_t": 3, "wandb.tags": ["ci"]}, verbose=0)
+    experiment = Path(result.experiment_dir)
+    assert result.extra["wandb"]["mode"] == "offline"
+    runs = by_id(offline_runs(experiment))
+    summary_id = run_id("tracked", "summary")
+    assert set(runs) == {run_id("tracked", t.trial_id) for t in result.trials} | {summary_id}
+    assert all(len(attempts) == 1 for attempts in runs.values())  # one run per trial, logged once
+
+    for trial in result.trials:
+        (run,) = runs[run_id("tracked", trial.trial_id)]
+        assert (run.project, run.group, run.job_type) == ("quickstart", "tracked", "trial")
+        assert "ci" in run.tags and ("stopped-early" in run.tags) == (trial.status == "stopped")
+        assert run.name.startswith("#00") and f"lr={trial.config['lr']:.3g}" in run.name
+        assert {k: run.config[k] for k in trial.config} == trial.config  # the hyperparameters, as sampled
+        assert run.config["resources"] == {"workers": 2, "cpus_per_worker": 1, "gpus_per_worker": 0}
+        assert run.config["precision"] == "fp32" and run.config["training"]["precision"] == "auto"
+        assert [row["_step"] for row in run.history] == list(range(1, trial.epochs + 1))  # epoch is the step
+        assert epochs_logged([run]) == list(range(1, trial.epochs + 1))
+        accuracies = [row["val_accuracy"] for row in run.history]
+        assert run.summary["val_accuracy"] == accuracies[-1] == trial.metrics["val_accuracy"]  # last
+        assert run.summary["best_val_accuracy"] == max(accuracies)  # and best
+        assert run.summary["best_epoch"] == accuracies.index(max(accuracies)) + 1
+        assert (run.summary["status"], run.summary["epochs"], run.exit_code) == (trial.status, trial.epochs, 0)
+
+    (sweep,) = runs[summary_id]
+    assert sweep.job_type == "sweep-summary" and sweep.group == "tracked"
+    table = sweep.table("trials")
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    assert sorted(r["trial_id"] for r in rows) == sorted(t.trial_id for t in result.trials)
+    for row in rows:
+        trial = next(t for t in result.trials if t.trial_id == row["trial_id"])
+        assert (row["status"], row["epochs"], row["val_accuracy"], row["lr"]) == (
+            trial.status, trial.epochs, trial.metrics["val_accuracy"], trial.config["lr"])
+    assert sweep.summary["best_trial_id"] == result.best.trial_id
+    assert sweep.summary["best_config"] == result.best.config
+
+    assert cli.main(["results", str(experiment), "--plot"]) == 0  # the same sweep, for a user without wandb
+    for picture in ("learning_curves.png", "parallel_coordinates.png"):
+        data = (experiment / picture).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+    leaks = [p for p in experiment.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaks == []  # the key is in the environment, and in none of our files or wandb's
+
+
+def test_wandb_failing_at_init_warns_and_the_sweep_goes_on(ray_cluster, tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.setenv("WANDB_API_KEY", "bad")  # wandb refuses it at init, before any network
+    with caplog.at_level(logging.WARNING, logger="tune_service.tracking"):
+        result = tune_service.run(ROOT / "search_spaces" / "quickstart.yaml", storage=tmp_path, name="failing",
+                                  run_cap=2, overrides={"scheduler.max_t": 1, "wandb.mode": "online"}, verbose=0)
+    assert [t.status for t in result.trials] == ["completed", "completed"]
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("wandb: ")]
+    expected = [run_id("failing", t.trial_id) for t in result.trials] + [run_id("failing", "summary")]
+    assert sorted(w.split(" of run ")[1].split()[0] for w in warnings) == sorted(expected)  # one per run
+    assert all("AuthenticationError" in w and "the sweep goes on" in w and "\n" not in w for w in warnings)
+    assert (Path(result.experiment_dir) / "summary.json").is_file()
+
+
+SLOW_SWEEP = {
+    "name": "interrupted", "method": "random", "run_cap": 3, "task": "recording_tasks:SlowDigits",
+    "metric": {"name": "val_accuracy", "goal": "maximize"}, "scheduler": {"type": "fifo", "max_t": 4},
+    "parameters": {"lr": {"values": [0.003, 0.01, 0.001]}},
+}
+
+
+def latest_epoch(trial_dir: Path) -> int:
+    """The epoch of the trial's latest checkpoint, from Ray Train's snapshot in the trial's storage."""
+    try:
+        snapshot = json.loads((trial_dir / "ddp" / "checkpoint_manager_snapshot.json").read_text())
+        return int(snapshot["latest_checkpoint_result"]["metrics"]["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, capsys):
+    spec = tmp_path / "slow.yaml"
+    spec.write_text(yaml.safe_dump(SLOW_SWEEP))
+    experiment = tmp_path / "runs" / "slow"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(tmp_path / "runs"),
+                               "--name", "slow"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while driver.poll() is None and time.monotonic() < deadline:
+            progress = [latest_epoch(d) for d in experiment.glob("trial_*")]
+            if 4 in progress and any(1 <= e <= 2 for e in progress):  # one trial done, one between epochs
+                driver.send_signal(signal.SIGINT)  # Ctrl+C: Tune saves the experiment's state and stops
+                break
+            time.sleep(0.2)
+        output, _ = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == cli.EXIT_INTERRUPTED, output[-3000:]
+    assert f"resume with: tune-run --resume {experiment}" in output
+    first = json.loads((experiment / "summary.json").read_text())
+    statuses = {t["trial_id"]: t["status"] for t in first["trials"]}
+    assert "interrupted" in statuses.values() and "completed" in statuses.values()
+    interrupted = next(t for t, s in statuses.items() if s == "interrupted")
+    finished = [t for t, s in statuses.items() if s == "completed"]
+
+    assert cli.main(["--resume", str(experiment)]) == 0
+    capsys.readouterr()
+    result = tune_service.load_results(experiment)
+    assert len(result.trials) == 3 and {t.status for t in result.trials} == {"completed"}
+    runs = by_id(offline_runs(experiment))
+    assert set(runs) == {run_id("slow", t.trial_id) for t in result.trials} | {run_id("slow", "summary")}
+    for trial_id in finished:  # finished before the interrupt: never run again, one run, every epoch once
+        assert len(runs[run_id("slow", trial_id)]) == 1
+        assert epochs_logged(runs[run_id("slow", trial_id)]) == [1, 2, 3, 4]
+    attempts = runs[run_id("slow", interrupted)]  # the same run id, appended to by the resumed attempt
+    assert len(attempts) == 2
+    before, after = epochs_logged([attempts[0]]), epochs_logged([attempts[1]])
+    assert before + after == [1, 2, 3, 4]  # each epoch once, in order
+    assert after[0] > 1  # continued from its checkpoint, not from epoch 1

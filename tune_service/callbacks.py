@@ -1,0 +1,56 @@
+"""Tune callbacks that live in the driver process, and survive a resume.
+
+Ray pickles a Tuner's callbacks into the experiment's ``tuner.pkl`` and, on ``Tuner.restore``, uses the
+unpickled ones: a resumed sweep would get stale copies (without their threads or open runs) instead of
+the resuming driver's callbacks. So a :class:`DriverCallback` pickles as its key only, and unpickles as
+the callback registered under that key in the process that resumes (a no-op callback if there is none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune import Callback
+
+_LIVE: dict[str, Callback] = {}
+
+
+def _live_callback(key: str) -> Callback:
+    return _LIVE.get(key) or Callback()
+
+
+class DriverCallback(Callback):
+    """A callback registered under ``key`` (the experiment's name and the callback's kind) until
+    :meth:`release`."""
+
+    def __init__(self, key: str):
+        self.live_key = key
+        _LIVE[key] = self
+
+    def __reduce__(self):
+        return _live_callback, (self.live_key,)
+
+    def release(self) -> None:
+        if _LIVE.get(self.live_key) is self:
+            del _LIVE[self.live_key]
+
+
+class FinalStatuses(DriverCallback):
+    """Records the trials left unfinished when the experiment ended: an interrupted sweep (Ctrl+C)
+    leaves running and pending trials, which :func:`tune_service.resume` continues.
+
+    Statuses are read at the end of each step of Tune's loop: when an interrupted experiment ends, Tune
+    has already marked its running trials as terminated, though their saved state says running.
+    """
+
+    def __init__(self, experiment: str):
+        super().__init__(f"{experiment}/statuses")
+        self._last_seen: dict[str, str] = {}
+        self.unfinished: set[str] = set()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._last_seen = {t.trial_id: t.status for t in trials}
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.unfinished = {trial_id for trial_id, status in self._last_seen.items()
+                           if status not in ("TERMINATED", "ERROR")}
