@@ -73,6 +73,7 @@ class OfflineRun:
     history: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # nested keys joined with dots
     exit_code: int | None = None
+    artifacts: list[tuple[str, str, list[str]]] = field(default_factory=list)  # name, type, file paths
 
     def table(self, key: str) -> dict[str, Any]:
         """A logged ``wandb.Table`` (its JSON file) by its history key."""
@@ -99,6 +100,9 @@ def read_run(directory: Path) -> OfflineRun:
                 run.summary[_key(item)] = json.loads(item.value_json)
         elif kind == "exit":
             run.exit_code = record.exit.exit_code
+        elif kind == "artifact":
+            a = record.artifact
+            run.artifacts.append((a.name, a.type, [entry.path for entry in a.manifest.contents]))
     run.config.pop("_wandb", None)
     return run
 

@@ -13,6 +13,7 @@ from tune_service import registry
 from tune_service.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.spec import SweepSpec
 from tune_service.tasks import ResolvedTask, Task, resolve_task
+from tune_service.tracking_settings import resolve_mode
 from tune_service.training.settings import TrainingSettings
 
 
@@ -61,9 +62,19 @@ class SweepPlan:
             f"concurrency  {self.max_concurrent} trial(s) at once",
             f"budget       at most {self.max_trial_epochs} trial-epochs",
             f"seed         {s.seed}",
+            f"wandb        {_describe_wandb(s)}",
         ]
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
+
+
+def _describe_wandb(spec: SweepSpec) -> str:
+    mode = resolve_mode(spec.wandb.mode)
+    if mode == "disabled":
+        return "disabled"
+    where = "/".join(x for x in (spec.wandb.entity, spec.wandb.project or spec.name) if x)
+    how = " (runs under EXPERIMENT_DIR/wandb; `wandb sync` uploads them)" if mode == "offline" else ""
+    return f"{mode}, project {where}, one run per trial{how}"
 
 
 def _describe_training(t: TrainingSettings) -> str:

@@ -37,8 +37,11 @@ def epochs_logged(runs):
 
 def test_a_sweep_arrives_in_wandb_as_one_run_per_trial_and_a_summary(ray_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", SECRET)  # present, but WANDB_MODE=offline wins: no network
-    result = tune_service.run(ROOT / "search_spaces" / "quickstart.yaml", storage=tmp_path, name="tracked",
-                              run_cap=4, overrides={"scheduler.max_t": 3, "wandb.tags": ["ci"]}, verbose=0)
+    for variable in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_ARTIFACT_DIR"):  # artifact staging: not in ~
+        monkeypatch.setenv(variable, str(tmp_path / "wandb_home" / variable.lower()))
+    result = tune_service.run(ROOT / "search_spaces" / "quickstart.yaml", storage=tmp_path, name="tracked", run_cap=4,
+                              overrides={"scheduler.max_t": 3, "wandb.tags": ["ci"], "wandb.log_checkpoints": True},
+                              verbose=0)
     experiment = Path(result.experiment_dir)
     assert result.extra["wandb"]["mode"] == "offline"
     runs = by_id(offline_runs(experiment))
@@ -61,6 +64,7 @@ def test_a_sweep_arrives_in_wandb_as_one_run_per_trial_and_a_summary(ray_cluster
         assert run.summary["best_val_accuracy"] == max(accuracies)  # and best
         assert run.summary["best_epoch"] == accuracies.index(max(accuracies)) + 1
         assert (run.summary["status"], run.summary["epochs"], run.exit_code) == (trial.status, trial.epochs, 0)
+        assert run.artifacts == [(f"model-{run.run_id}", "model", ["state.pt"])]  # the last checkpoint
 
     (sweep,) = runs[summary_id]
     assert sweep.job_type == "sweep-summary" and sweep.group == "tracked"

@@ -117,3 +117,23 @@ def test_cli_set_overrides_reach_the_plan(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "trials       3" in out and "max_t=4" in out
     assert "training     precision auto, oom_retry=True\n" in out
+
+
+def test_cli_resume_of_a_directory_that_is_no_experiment_is_one_line_exit_2(tmp_path, capsys, forbid_ray_start):
+    assert cli.main(["--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: resume: {str(tmp_path.resolve())!r} is not a tune-service experiment directory (no sweep.json)\n"
+
+
+def test_cli_needs_a_spec_or_resume_but_not_both(tmp_path, capsys):
+    for argv in ([], [write(tmp_path, "name: x\n"), "--resume", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 2
+        assert "give a spec file, or --resume EXPERIMENT_DIR (not both)" in capsys.readouterr().err
+
+
+def test_cli_results_of_a_directory_without_a_summary_is_one_line_exit_2(tmp_path, capsys):
+    assert cli.main(["results", str(tmp_path), "--plot"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: experiment: cannot read ") and err.count("\n") == 1
