@@ -292,9 +292,14 @@ class WandbTracker(DriverCallback):
         self._writer.submit(summary_id, "sweep summary", write)
 
     def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
-        """Finish what is queued (runs left open by an interrupted sweep are finished as they are)."""
+        """Finish what is queued. Runs left open by an interrupted sweep end as ``interrupted``; a resumed
+        sweep appends to them."""
         for trial_id, state in list(self._runs.items()):
-            self._writer.submit(state.run_id, "finish", lambda state=state: state.run.finish())
+            def finish(state: _TrialRun = state) -> None:
+                state.run.summary.update({"status": "interrupted", "epochs": state.last_epoch})
+                state.run.finish()
+
+            self._writer.submit(state.run_id, "finish", finish)
             del self._runs[trial_id]
         self.release()
         if not self._writer.close(timeout):

@@ -101,8 +101,8 @@ def test_wandb_failing_at_init_warns_and_the_sweep_goes_on(ray_cluster, tmp_path
     assert (Path(result.experiment_dir) / "summary.json").is_file()
 
 
-SLOW_SWEEP = {
-    "name": "interrupted", "method": "random", "run_cap": 3, "task": "recording_tasks:SlowDigits",
+SLOW_SWEEP = {  # grid: three trials with three distinct learning rates
+    "name": "interrupted", "method": "grid", "run_cap": 3, "task": "recording_tasks:SlowDigits",
     "metric": {"name": "val_accuracy", "goal": "maximize"}, "scheduler": {"type": "fifo", "max_t": 4},
     "parameters": {"lr": {"values": [0.003, 0.01, 0.001]}},
 }
@@ -118,8 +118,11 @@ def latest_epoch(trial_dir: Path) -> int:
 
 
 def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, capsys):
+    records = tmp_path / "batches"
+    records.mkdir()
     spec = tmp_path / "slow.yaml"
-    spec.write_text(yaml.safe_dump(SLOW_SWEEP))
+    spec.write_text(yaml.safe_dump({**SLOW_SWEEP, "parameters": {**SLOW_SWEEP["parameters"],
+                                                                 "record_dir": {"value": str(records)}}}))
     experiment = tmp_path / "runs" / "slow"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(tmp_path / "runs"),
@@ -143,6 +146,9 @@ def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, 
     assert "interrupted" in statuses.values() and "completed" in statuses.values()
     interrupted = next(t for t, s in statuses.items() if s == "interrupted")
     finished = [t for t, s in statuses.items() if s == "completed"]
+    checkpointed = latest_epoch(experiment / f"trial_{interrupted}")  # what the resumed attempt starts after
+    lr = next(t["config"]["lr"] for t in first["trials"] if t["trial_id"] == interrupted)
+    before_resume = set(records.iterdir())
 
     assert cli.main(["--resume", str(experiment)]) == 0
     capsys.readouterr()
@@ -154,7 +160,14 @@ def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, 
         assert len(runs[run_id("slow", trial_id)]) == 1
         assert epochs_logged(runs[run_id("slow", trial_id)]) == [1, 2, 3, 4]
     attempts = runs[run_id("slow", interrupted)]  # the same run id, appended to by the resumed attempt
-    assert len(attempts) == 2
+    assert len(attempts) == 2 and attempts[0].summary["status"] == "interrupted"
+    assert attempts[1].summary["status"] == "completed"
     before, after = epochs_logged([attempts[0]]), epochs_logged([attempts[1]])
-    assert before + after == [1, 2, 3, 4]  # each epoch once, in order
-    assert after[0] > 1  # continued from its checkpoint, not from epoch 1
+    assert before + after == [1, 2, 3, 4]  # each epoch once, in order, the checkpointed one included
+
+    # Continued from its checkpoint: the resumed attempt's two ranks trained only the epochs after it.
+    done_lr = next(t.config["lr"] for t in result.trials if t.trial_id == finished[0])
+    batches_per_epoch = {f.stat().st_size // 4 for f in records.glob(f"lr={done_lr}-*")}
+    resumed = [f for f in records.glob(f"lr={lr}-*") if f not in before_resume]
+    assert 1 <= checkpointed < 4 and len(batches_per_epoch) == 1 and len(resumed) == 2
+    assert [f.stat().st_size for f in resumed] == [(4 - checkpointed) * batches_per_epoch.pop()] * 2
