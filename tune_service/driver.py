@@ -118,7 +118,6 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
     elif overrides or more_overrides:
         raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
     experiment_dir = _new_experiment_dir(storage, name or experiment_name(spec))
-    _write_sweep_file(experiment_dir, spec, task)
     return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
 
 
@@ -162,6 +161,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     statuses = FinalStatuses(experiment_dir.name)
     try:
         plan = make_plan(spec, from_ray(), task=task)
+        if not restore:  # the plan holds: from here on the experiment directory exists
+            _write_sweep_file(experiment_dir, spec, task)
         callbacks = [statuses] + ([tracker] if tracker else [])
         recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()

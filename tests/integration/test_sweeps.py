@@ -82,3 +82,11 @@ def test_plain_train_loop_runs_unchanged_with_metrics_averaged_over_ranks(ray_cl
     assert trial.metrics["world_size"] == 2
     assert trial.metrics["rank_seen"] == 0.5  # the mean of ranks 0 and 1, not rank 0's shard
     assert trial.metrics["score"] == 10 + 1 + 0.5
+
+
+def test_a_trial_too_large_for_the_cluster_is_refused_before_anything_is_written(ray_cluster, tmp_path):
+    storage = tmp_path / "runs"
+    with pytest.raises(tune_service.TuneServiceError, match="resources"):
+        tune_service.run({"name": "big", "resources": {"workers": 3}, "parameters": {"lr": {"value": 0.01}}},
+                         storage=storage, name="big")
+    assert not (storage / "big").exists()  # no experiment directory for a sweep that never started
