@@ -64,10 +64,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         callbacks: Tune callbacks (progress, logging) added to the run.
     """
     from ray import tune
-    from ray.tune.search import Searcher
-
     spec = plan.spec
-    searcher, param_space, _ = registry.build_searcher(spec, plan.max_concurrent)
+    searcher, _ = registry.build_searcher(spec)
     template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
                              training=spec.training)
 
@@ -80,8 +78,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         search_alg=searcher,
         scheduler=registry.build_scheduler(spec),
         num_samples=plan.num_trials,
-        # A Searcher is capped here; the BasicVariantGenerator was given its cap when it was built.
-        max_concurrent_trials=plan.max_concurrent if isinstance(searcher, Searcher) else None,
+        max_concurrent_trials=plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
     )
     run_config = tune.RunConfig(
@@ -90,7 +87,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         callbacks=callbacks or [],
         verbose=verbose,
     )
-    return TunerRecipe(tune.with_resources(run_trial, DRIVER_RESOURCES), param_space, tune_config, run_config)
+    # The searcher hands each trial its whole config (constants included), so Tune's param_space is empty.
+    return TunerRecipe(tune.with_resources(run_trial, DRIVER_RESOURCES), {}, tune_config, run_config)
 
 
 def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str | None = None,

@@ -7,7 +7,9 @@ imported) is a :class:`TuneServiceError`. Its ``str()`` is the complete message 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+from typing import Any
 
 
 class TuneServiceError(Exception):
@@ -39,3 +41,11 @@ class CapacityError(TuneServiceError):
 
 class TaskError(TuneServiceError):
     """The task named by the spec cannot be found, imported or used."""
+
+
+def nearest(word: Any, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest valid choice (a prefix, or a near spelling), or ``""``."""
+    word = str(word)
+    prefixed = [c for c in choices if word and c.startswith(word)]
+    match = prefixed[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""

@@ -15,19 +15,25 @@ from tune_service.spec import SweepSpec
 TIME_ATTR = "epoch"
 
 
-def build_searcher(spec: SweepSpec, max_concurrent: int = 1) -> tuple[Any, dict[str, Any], int]:
-    """The searcher, the ``param_space`` Tune should get, and the number of trials to run.
+def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
+    """The searcher Tune should use, and the number of trials to run.
 
-    Random and grid search use Ray's BasicVariantGenerator; hyperopt and BOHB get their native space
-    through the searcher, so Tune's own ``param_space`` holds only the constants. ``max_concurrent``
-    caps the trials running at once: Tune applies its ``max_concurrent_trials`` to Searchers only, and
-    silently ignores it for the BasicVariantGenerator, so that one gets the cap itself.
+    Every searcher gets its space built natively (:mod:`tune_service.spaces`) and is wrapped in
+    :class:`~tune_service.searchers.TrialConfigs`, so every trial receives the same kind of config
+    (plain values, constants included, inactive parameters absent, dotted names nested) and the sweep
+    stops suggesting trials once ``metric.target`` is reached. Tune's ``param_space`` stays empty.
     """
+    from tune_service.searchers import TrialConfigs
+
     try:
         builder = _SEARCHERS[spec.searcher]
     except KeyError:  # pragma: no cover - spec validation admits only known methods
         raise ValueError(f"unknown method {spec.method!r}; valid: {', '.join(sorted(_SEARCHERS))}") from None
-    return builder(spec, max_concurrent)
+    inner = builder(spec)
+    indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
+    decoder = spaces.Decoder(spec.parameters, indexed=indexed)
+    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target)
+    return searcher, trial_count(spec)
 
 
 def build_scheduler(spec: SweepSpec) -> Any:
@@ -59,48 +65,33 @@ def rung_epochs(spec: SweepSpec) -> list[int]:
 
 
 def trial_count(spec: SweepSpec) -> int:
-    """How many trials the sweep will run."""
+    """How many trials the sweep will run (a grid: its points, cut at ``run_cap`` when one is given)."""
     if spec.searcher == "grid":
-        return len(_capped_grid(spec))
+        points = len(spaces.grid_points(spec.parameters))
+        return min(points, spec.run_cap) if spec.run_cap else points
     return spec.run_cap or 1
 
 
-def _capped_grid(spec: SweepSpec) -> list[dict[str, Any]]:
-    """The grid's points in order, cut at ``run_cap`` when one is given."""
-    points = spaces.grid_points(spec.parameters)
-    return points[: spec.run_cap] if spec.run_cap else points
+def _random(spec: SweepSpec):
+    from tune_service.searchers import RandomSearch
+
+    spaces.check_random(spec.parameters)
+    return RandomSearch(spec.parameters, seed=spec.seed)
 
 
-def _constants(spec: SweepSpec) -> dict[str, Any]:
-    return {p.name: p.value for p in spec.parameters if not p.is_searched}
+def _grid(spec: SweepSpec):
+    from tune_service.searchers import GridSearch
+
+    return GridSearch(spec.parameters, limit=spec.run_cap)
 
 
-def _random(spec: SweepSpec, max_concurrent: int):
-    from ray.tune.search.basic_variant import BasicVariantGenerator
-
-    searcher = BasicVariantGenerator(random_state=spec.seed, max_concurrent=max_concurrent)
-    return searcher, spaces.tune_domains(spec.parameters), trial_count(spec)
-
-
-def _grid(spec: SweepSpec, max_concurrent: int):
-    from ray.tune.search.basic_variant import BasicVariantGenerator
-
-    points = _capped_grid(spec)
-    # Each point is handed over whole (Tune's own grid_search cannot be capped at run_cap). Points may
-    # only set keys the param_space has, so the first point doubles as the space; each overrides it all.
-    searcher = BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed, max_concurrent=max_concurrent)
-    return searcher, dict(points[0]) if points else {}, len(points)
-
-
-def _hyperopt(spec: SweepSpec, max_concurrent: int):
+def _hyperopt(spec: SweepSpec):
     from ray.tune.search.hyperopt import HyperOptSearch
 
-    searched = [p for p in spec.parameters if p.is_searched]
-    space = spaces.hyperopt_space(searched)
+    space = spaces.hyperopt_space(spec.parameters)
     # metric and mode go to the searcher itself: Tune does not pass them to a searcher built with a space.
-    searcher = HyperOptSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode,
-                              random_state_seed=spec.seed, n_initial_points=_initial_points(spec))
-    return searcher, _constants(spec), trial_count(spec)
+    return HyperOptSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode,
+                          random_state_seed=spec.seed, n_initial_points=_initial_points(spec))
 
 
 def _initial_points(spec: SweepSpec) -> int:
@@ -108,16 +99,14 @@ def _initial_points(spec: SweepSpec) -> int:
     return max(2, min(20, (spec.run_cap or 10) // 3))
 
 
-def _bohb(spec: SweepSpec, max_concurrent: int):
+def _bohb(spec: SweepSpec):
     from ray.tune.search.bohb import TuneBOHB
 
-    searched = [p for p in spec.parameters if p.is_searched]
-    searcher = TuneBOHB(space=spaces.config_space(searched, seed=spec.seed), metric=spec.metric.name,
-                        mode=spec.metric.mode, seed=spec.seed)
-    return searcher, _constants(spec), trial_count(spec)
+    space = spaces.config_space(spec.parameters, seed=spec.seed)
+    return TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed)
 
 
-_SEARCHERS: dict[str, Callable[[SweepSpec, int], tuple[Any, dict[str, Any], int]]] = {
+_SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {
     "random": _random,
     "grid": _grid,
     "hyperopt": _hyperopt,

@@ -128,8 +128,8 @@ _TRIAL_ID = re.compile(r"^trial_([0-9a-f_]+)")
 
 def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
             unfinished: set[str] | frozenset[str] = frozenset()) -> SweepResult:
-    """Build the :class:`SweepResult` from Tune's ResultGrid; ``unfinished``: the ids of trials an
-    interrupted sweep left running or pending (their status is ``interrupted``)."""
+    """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
+    ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``)."""
     trials = []
     for r in result_grid:
         history = r.metrics_dataframe
@@ -147,7 +147,6 @@ def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int
             status = "completed" if epochs >= max_t else "stopped"
         metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
         trials.append(TrialRecord(trial_id, status, plain(r.config or {}), plain(metrics), epochs, error))
-    trials.sort(key=lambda t: t.trial_id)
     return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode))
 
 

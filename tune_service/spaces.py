@@ -1,27 +1,29 @@
 """Parameter specs -> each searcher's native search space, built directly rather than through Ray's
-converters (which drop quantization, bias integer ends and hand back numpy scalars).
+converters (which drop quantization, bias integer ends, ignore bounds and hand back numpy scalars).
 
-- ``tune_domains``: Ray Tune domains, for random search.
-- ``grid_points``: every point of a grid, enumerated here so ``run_cap`` can cap it.
-- ``hyperopt_space``: a hyperopt space, for TPE.
-- ``config_space``: a ConfigSpace, for BOHB.
+- :func:`sample_flat`: one random draw, for random search (inverse-CDF sampling of the declared law).
+- :func:`grid_points`: every point of a grid, enumerated here so ``run_cap`` can cap it.
+- :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
+- :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
+- :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
+  constants added, inactive parameters absent, dotted names nested.
 
-All bounds are inclusive, as in the W&B grammar. A form a searcher cannot express is refused with a
-:class:`SpecError` naming the parameter, the reason and the alternatives. ``plain`` turns whatever a
-searcher samples into plain Python values, so every config is JSON-serialisable.
+A form a searcher cannot express is refused with a :class:`SpecError` naming the parameter, the reason
+and the alternatives, never approximated silently.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from tune_service.errors import Problem, SpecError
-from tune_service.spec import ParameterSpec
+from tune_service.parameters import ParameterSpec, multiples, round_to_q
 
-#: A quantized range with more grid points than this is refused for grid search and BOHB.
+#: A quantized range with more values than this is refused where the values must be listed.
 MAX_ENUMERATED_VALUES = 10_000
+#: Prefix of the hyperopt keys that hold a conditional parameter's branches (never a parameter name).
+_BRANCH = "__branch__:"
 
 
 def plain(value: Any) -> Any:
@@ -35,151 +37,201 @@ def plain(value: Any) -> Any:
     return value
 
 
-def quantized_values(p: ParameterSpec) -> list:
-    """Every value a ``q_*`` or ``int_uniform`` parameter can take, smallest first."""
-    if p.distribution == "int_uniform":
-        values = list(range(int(p.min), int(p.max) + 1))
-    elif p.distribution in ("q_uniform", "q_log_uniform_values"):
-        first = math.ceil(p.min / p.q - 1e-9)
-        last = math.floor(p.max / p.q + 1e-9)
-        values = [_round_q(k * p.q, p.q) for k in range(first, last + 1)]
-    else:
-        raise ValueError(p.distribution)
-    if not values:
-        raise SpecError([Problem(f"parameters.{p.name}", f"no multiple of q={p.q} lies in [{p.min}, {p.max}]")])
-    return values
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"opt.lr": 1}`` -> ``{"opt": {"lr": 1}}``; keys without dots stay as they are."""
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = nested
+        *groups, leaf = name.split(".")
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = value
+    return nested
 
 
-def _round_q(x: float, q: float) -> float | int:
-    """A multiple of q as an int when q is integral, else rounded to q's decimals (0.1*3 -> 0.3)."""
-    if float(q).is_integer():
-        return int(round(x))
-    decimals = max(0, -math.floor(math.log10(abs(q)))) + 6
-    return round(x, decimals)
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The inverse of :func:`nest`: nested dicts -> dotted keys."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def support(p: ParameterSpec) -> list | None:
+    """The finite list of values ``p`` can take, or ``None`` when it is continuous or unbounded."""
+    if p.distribution == "constant":
+        return [p.value]
+    if p.distribution == "categorical":
+        return list(p.values)
+    s = p.shape
+    if s.q is None or not s.bounded:
+        return None
+    return multiples(s)
+
+
+def masses(p: ParameterSpec) -> list[float]:
+    """The probability of each value of :func:`support` (which must be finite), as the spec declares it.
+
+    Equal for ``values`` without probabilities, ``int_uniform`` and ``q_uniform``; otherwise each
+    multiple of ``q`` gets the mass of the law between the midpoints to its neighbours (the bounds at
+    the ends), so rounding to the nearest multiple inside the bounds is exactly what is sampled.
+    """
+    values = support(p)
+    if p.distribution == "categorical" and p.probabilities:
+        return list(p.probabilities)
+    if p.distribution in ("categorical", "constant") or p.shape.equal_mass:
+        return [1.0 / len(values)] * len(values)
+    s = p.shape
+    law = s.scipy()
+    edges = [s.low, *((a + b) / 2 for a, b in zip(values, values[1:])), s.high]
+    cdf = law.cdf(edges)
+    total = cdf[-1] - cdf[0]
+    return [float((hi - lo) / total) for lo, hi in zip(cdf, cdf[1:])]
 
 
 def _refuse(p: ParameterSpec, searcher: str, reason: str, alternatives: str) -> SpecError:
     return SpecError([Problem(f"parameters.{p.name}", f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")])
 
 
-# -- random search: Ray Tune domains ----------------------------------------------------------------
+def _listed(p: ParameterSpec, searcher: str) -> list:
+    values = support(p)
+    if len(values) > MAX_ENUMERATED_VALUES:
+        raise _refuse(p, searcher, f"{len(values)} values is too many to list", "narrow the range or raise q")
+    return values
 
 
-def tune_domains(params: Iterable[ParameterSpec]) -> dict[str, Any]:
-    """A Ray Tune ``param_space`` for random search (BasicVariantGenerator)."""
-    from ray import tune
+# -- random search ----------------------------------------------------------------------------------
 
-    space: dict[str, Any] = {}
+
+def check_random(params: Iterable[ParameterSpec]) -> None:
+    """Random search expresses every form; only over-long value lists are refused."""
     for p in params:
-        d = p.distribution
-        if d == "constant":
-            space[p.name] = p.value
-        elif d == "categorical":
-            if p.probabilities:
-                space[p.name] = tune.sample_from(_weighted_choice(p.values, p.probabilities))
-            else:
-                space[p.name] = tune.choice(list(p.values))
-        elif d == "uniform":
-            space[p.name] = tune.uniform(p.min, p.max)
-        elif d == "int_uniform":
-            space[p.name] = tune.randint(p.min, p.max + 1)  # randint's upper end is exclusive
-        elif d == "log_uniform_values":
-            space[p.name] = tune.loguniform(p.min, p.max)
-        elif d == "log_uniform":
-            space[p.name] = tune.loguniform(math.exp(p.min), math.exp(p.max))
-        elif d in ("q_uniform", "q_log_uniform_values"):
-            space[p.name] = tune.choice(quantized_values(p)) if d == "q_uniform" else \
-                tune.sample_from(_quantized_log(p))
-        else:  # pragma: no cover - spec validation admits only known distributions
-            raise ValueError(d)
-    return space
+        if p.is_searched and support(p) is not None:
+            _listed(p, "random")
 
 
-class _weighted_choice:
-    """A picklable sampler for ``values`` with ``probabilities`` under random search."""
+def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
+    """One random config (flat, dotted names), parameters in file order, inactive ones left out.
 
-    def __init__(self, values, probabilities):
-        self.values, self.probabilities = list(values), list(probabilities)
-
-    def __call__(self, _spec=None):
-        import numpy as np
-
-        return self.values[int(np.random.choice(len(self.values), p=self.probabilities))]
-
-
-class _quantized_log:
-    """A picklable sampler: log-uniform in [min, max], rounded to a multiple of q inside the bounds."""
-
-    def __init__(self, p: ParameterSpec):
-        self.values = quantized_values(p)
-        self.lo, self.hi, self.q = p.min, p.max, p.q
-
-    def __call__(self, _spec=None):
-        import numpy as np
-
-        x = math.exp(np.random.uniform(math.log(self.lo), math.log(self.hi)))
-        k = min(range(len(self.values)), key=lambda i: abs(self.values[i] - x))
-        return self.values[k]
+    Continuous laws are drawn by inverse CDF inside their bounds (so a truncated normal is exact);
+    finite ones by their :func:`masses`; unbounded quantized ones are drawn and rounded to ``q``.
+    """
+    config: dict[str, Any] = {}
+    for p in params:
+        if not p.active(config):
+            continue
+        values = support(p)
+        if values is not None:
+            config[p.name] = values[int(rng.choice(len(values), p=masses(p)))]
+            continue
+        s = p.shape
+        law = s.scipy()
+        lo = law.cdf(s.low) if s.low is not None else 0.0
+        hi = law.cdf(s.high) if s.high is not None else 1.0
+        x = float(law.ppf(rng.uniform(lo, hi)))
+        if s.bounded:  # ppf's last ulp must not step outside the inclusive bounds
+            x = min(max(x, s.low), s.high)
+        config[p.name] = round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
+    return config
 
 
 # -- grid search ------------------------------------------------------------------------------------
 
 
-def grid_points(params: Iterable[ParameterSpec]) -> list[dict[str, Any]]:
-    """Every combination of the grid, in file order (the last parameter varies fastest)."""
-    axes: list[tuple[str, list]] = []
+def grid_points(params: Sequence[ParameterSpec]) -> list[dict[str, Any]]:
+    """Every combination of the grid (flat, dotted names) in file order, the last parameter varying
+    fastest. A conditional parameter varies only in the combinations where its condition holds."""
+    axes = []
     for p in params:
-        d = p.distribution
-        if d == "constant":
-            axes.append((p.name, [p.value]))
-        elif d == "categorical":
-            axes.append((p.name, list(p.values)))
-        elif d in ("int_uniform", "q_uniform", "q_log_uniform_values"):
-            values = quantized_values(p)
-            if len(values) > MAX_ENUMERATED_VALUES:
-                raise _refuse(p, "grid", f"{len(values)} grid values is too many", "narrow the range or raise q")
-            axes.append((p.name, values))
-        else:
-            raise _refuse(p, "grid", "a continuous range has no finite grid",
-                          "list the points with `values: [...]`, use q_uniform, or use method random, bayes or bohb")
-    names = [name for name, _ in axes]
-    return [dict(zip(names, combo)) for combo in itertools.product(*(values for _, values in axes))]
+        if support(p) is None:
+            reason = "a continuous range has no finite grid" if p.shape.bounded else "an unbounded law has no finite grid"
+            raise _refuse(p, "grid", reason, "list the points with `values: [...]`, use a q_ form with bounds, "
+                                             "or use method random, bayes or bohb")
+        axes.append((p, _listed(p, "grid")))
+
+    def extend(partials: list[dict], axis) -> list[dict]:
+        p, values = axis
+        out = []
+        for partial in partials:
+            out.extend({**partial, p.name: v} for v in values) if p.active(partial) else out.append(partial)
+        return out
+
+    points: list[dict] = [{}]
+    for axis in axes:
+        points = extend(points, axis)
+    return points
 
 
 # -- hyperopt (TPE) ---------------------------------------------------------------------------------
 
 
-def hyperopt_space(params: Iterable[ParameterSpec]) -> dict[str, Any]:
-    """A native hyperopt space. Integer ranges give every integer in [min, max] the same mass
-    (hyperopt's own ``uniformint`` gives the two ends half as much)."""
+def hyperopt_space(params: Sequence[ParameterSpec]) -> dict[str, Any]:
+    """A native hyperopt space of the searched parameters. A parameter with ``when`` lives inside its
+    parent's ``hp.choice`` branch for each allowed value, so TPE samples it only there; :class:`Decoder`
+    flattens the branches back. Integer ranges give every integer the same mass (hyperopt's own
+    ``uniformint`` gives the two ends half as much)."""
+    searched = [p for p in params if p.is_searched]
+    children: dict[str, list[ParameterSpec]] = {}
+    top = []
+    for p in searched:
+        parent = p.when[0][0] if p.when else None
+        if parent is not None and any(q.name == parent and q.is_searched for q in searched):
+            children.setdefault(parent, []).append(p)
+        else:
+            top.append(p)  # unconditional, or conditional on a constant (Decoder drops it if inactive)
+    return _hyperopt_level(top, children, "")
+
+
+def _hyperopt_level(level: list[ParameterSpec], children: dict, tag: str) -> dict[str, Any]:
+    from hyperopt import hp
+
+    space: dict[str, Any] = {}
+    for p in level:
+        label = p.name + tag
+        kids = children.get(p.name)
+        if not kids:
+            space[p.name] = _hyperopt_expression(p, label)
+            continue
+        branches = [{p.name: v, **_hyperopt_level([k for k in kids if v in k.when[0][1]], children,
+                                                  f"{tag}|{p.name}={v}")} for v in p.values]
+        space[_BRANCH + p.name] = (hp.pchoice(label, list(zip(p.probabilities, branches))) if p.probabilities
+                                   else hp.choice(label, branches))
+    return space
+
+
+def _hyperopt_expression(p: ParameterSpec, label: str):
     from hyperopt import hp
     from hyperopt.pyll import scope
 
-    space: dict[str, Any] = {}
-    for p in params:
-        d, n = p.distribution, p.name
-        if d == "constant":
-            space[n] = p.value
-        elif d == "categorical":
-            if p.probabilities:
-                space[n] = hp.pchoice(n, list(zip(p.probabilities, p.values)))
-            else:
-                space[n] = hp.choice(n, list(p.values))
-        elif d == "uniform":
-            space[n] = hp.uniform(n, p.min, p.max)
-        elif d == "int_uniform":
-            space[n] = scope.int(hp.quniform(n, p.min - 0.4999, p.max + 0.4999, 1))
-        elif d == "log_uniform_values":
-            space[n] = hp.loguniform(n, math.log(p.min), math.log(p.max))
-        elif d == "log_uniform":
-            space[n] = hp.loguniform(n, p.min, p.max)
-        elif d in ("q_uniform", "q_log_uniform_values"):
-            # hyperopt's quniform rounds past the bounds (q_uniform 0..1, q=0.3 can give 1.2);
-            # choosing among the exact multiples keeps every value inside [min, max].
-            space[n] = hp.choice(n, quantized_values(p))
-        else:  # pragma: no cover
-            raise ValueError(d)
-    return space
+    if p.distribution == "categorical":
+        if p.probabilities:
+            return hp.pchoice(label, list(zip(p.probabilities, p.values)))
+        return hp.choice(label, list(p.values))
+    s = p.shape
+    if p.distribution == "int_uniform":  # ordinal for TPE, every integer the same width
+        return scope.int(hp.quniform(label, s.low - 0.4999, s.high + 0.4999, 1))
+    values = support(p)
+    if values is not None:
+        # hyperopt's quniform/qloguniform round past the bounds and give the ends half a cell; the exact
+        # multiples with their declared masses keep every value inside [min, max].
+        values = _listed(p, "hyperopt")
+        return hp.choice(label, values) if s.equal_mass else hp.pchoice(label, list(zip(masses(p), values)))
+    if s.base == "uniform":
+        return hp.uniform(label, s.low, s.high)
+    if s.base == "loguniform":
+        return hp.loguniform(label, math.log(s.low), math.log(s.high))
+    if s.base == "beta":
+        raise _refuse(p, "hyperopt", "hyperopt has no beta law", "use q_beta, or method random or bohb")
+    if s.bounded:
+        raise _refuse(p, "hyperopt", "hyperopt's normal laws cannot be truncated to min/max (clipping would pile "
+                                     "mass on the bounds)", "drop min and max, or use method random or bohb")
+    normal = s.base == "normal"
+    if s.q is not None:
+        return (hp.qnormal if normal else hp.qlognormal)(label, s.mu, s.sigma, s.q)
+    return (hp.normal if normal else hp.lognormal)(label, s.mu, s.sigma)
 
 
 # -- BOHB (ConfigSpace) -----------------------------------------------------------------------------
@@ -187,36 +239,120 @@ def hyperopt_space(params: Iterable[ParameterSpec]) -> dict[str, Any]:
 _CS_SCALARS = (str, int, float, bool)
 
 
-def config_space(params: Iterable[ParameterSpec], seed: int):
-    """A native ConfigSpace for BOHB. Quantized ranges become ordinal hyperparameters of their exact
-    values (ConfigSpace 1.x has no ``q``, and Ray's converter silently drops it)."""
+def config_space(params: Sequence[ParameterSpec], seed: int):
+    """A native ConfigSpace of the searched parameters, for BOHB. ``when`` becomes a ConfigSpace
+    condition, so BOHB never samples an inactive parameter. Quantized ranges keep their exact values
+    (ConfigSpace 1.x has no ``q``, and Ray's converter silently drops it): an integer index into the values
+    when they are equally likely (hpbandster refuses ordinals; see :func:`bohb_indexed`), a categorical
+    with the declared weights otherwise."""
     import ConfigSpace as CS
 
     cs = CS.ConfigurationSpace(seed=seed)
-    for p in params:
-        d, n = p.distribution, p.name
-        if d == "constant":
-            if not isinstance(p.value, _CS_SCALARS):
-                raise _refuse(p, "bohb", "ConfigSpace constants must be scalars", "use a scalar value")
-            hp = CS.Constant(n, p.value)
-        elif d == "categorical":
-            if not all(isinstance(v, _CS_SCALARS) for v in p.values):
-                raise _refuse(p, "bohb", "ConfigSpace choices must be scalars", "use scalar values")
-            hp = CS.CategoricalHyperparameter(n, list(p.values), weights=list(p.probabilities) if p.probabilities else None)
-        elif d == "uniform":
-            hp = CS.UniformFloatHyperparameter(n, p.min, p.max)
-        elif d == "int_uniform":
-            hp = CS.UniformIntegerHyperparameter(n, p.min, p.max)
-        elif d == "log_uniform_values":
-            hp = CS.UniformFloatHyperparameter(n, p.min, p.max, log=True)
-        elif d == "log_uniform":
-            hp = CS.UniformFloatHyperparameter(n, math.exp(p.min), math.exp(p.max), log=True)
-        elif d in ("q_uniform", "q_log_uniform_values"):
-            values = quantized_values(p)
-            if len(values) > MAX_ENUMERATED_VALUES:
-                raise _refuse(p, "bohb", f"{len(values)} quantized values is too many", "narrow the range or raise q")
-            hp = CS.OrdinalHyperparameter(n, values)
-        else:  # pragma: no cover
-            raise ValueError(d)
-        cs.add(hp)
+    searched = [p for p in params if p.is_searched]
+    added = {}
+    for p in searched:
+        added[p.name] = _config_hyperparameter(CS, p)
+        cs.add(added[p.name])
+    for p in searched:
+        if p.when and p.when[0][0] in added:
+            parent, allowed = added[p.when[0][0]], list(p.when[0][1])
+            cs.add(CS.EqualsCondition(added[p.name], parent, allowed[0]) if len(allowed) == 1
+                   else CS.InCondition(added[p.name], parent, allowed))
     return cs
+
+
+def _config_hyperparameter(CS, p: ParameterSpec):
+    n = p.name
+    if p.distribution == "categorical":
+        if not all(isinstance(v, _CS_SCALARS) for v in p.values):
+            raise _refuse(p, "bohb", "ConfigSpace choices must be scalars", "use scalar values")
+        return CS.CategoricalHyperparameter(n, list(p.values), weights=list(p.probabilities) if p.probabilities else None)
+    s = p.shape
+    if p.distribution == "int_uniform":
+        return CS.UniformIntegerHyperparameter(n, s.low, s.high)
+    if support(p) is not None:
+        values = _listed(p, "bohb")
+        if s.equal_mass:  # hpbandster refuses ordinals: the index of the value, an ordered integer
+            return CS.UniformIntegerHyperparameter(n, 0, len(values) - 1)
+        return CS.CategoricalHyperparameter(n, values, weights=masses(p))
+    if not s.bounded:
+        raise _refuse(p, "bohb", "ConfigSpace needs bounds for a normal law", "give min and max (a truncated "
+                                                                              "normal), or use method random or bayes")
+    if s.q is not None:  # pragma: no cover - a bounded q_ form always has a finite support
+        raise ValueError(p.distribution)
+    if s.base in ("uniform", "loguniform"):
+        return CS.UniformFloatHyperparameter(n, s.low, s.high, log=s.base == "loguniform")
+    if s.base == "normal":
+        return CS.NormalFloatHyperparameter(n, mu=s.mu, sigma=s.sigma, lower=s.low, upper=s.high)
+    if s.base == "beta":
+        return CS.BetaFloatHyperparameter(n, alpha=s.a, beta=s.b, lower=0.0, upper=1.0)
+    raise _refuse(p, "bohb", "ConfigSpace's log-normal is not exp(normal(mu, sigma)) truncated to [min, max]",
+                  "use method random or bayes, or a q_log_normal with min and max")
+
+
+def bohb_indexed(params: Sequence[ParameterSpec]) -> tuple[str, ...]:
+    """The parameters whose BOHB value is an index into :func:`support` (equally likely multiples)."""
+    return tuple(p.name for p in params if p.distribution == "q_uniform")
+
+
+# -- what the trial receives ------------------------------------------------------------------------
+
+
+class Decoder:
+    """Turns whatever a searcher suggested into the config a trial receives.
+
+    Plain Python values (ints where the form is integral), the spec's constants added, every parameter
+    whose ``when`` does not hold left out, hyperopt's branches flattened, and dotted names nested.
+    Picklable, so a restored experiment decodes the same way.
+    """
+
+    def __init__(self, params: Sequence[ParameterSpec], indexed: Sequence[str] = ()):
+        self.params = tuple(params)
+        self.indexed = {p.name: support(p) for p in self.params if p.name in indexed}
+
+    def flat(self, suggested: dict[str, Any]) -> dict[str, Any]:
+        raw = _flatten_branches(suggested)
+        config: dict[str, Any] = {}
+        for p in self.params:
+            if not p.active(config):
+                continue
+            if p.distribution == "constant":
+                config[p.name] = p.value
+            elif p.name in raw:
+                value = plain(raw[p.name])
+                config[p.name] = _typed(p, self.indexed[p.name][value] if p.name in self.indexed else value)
+        return config
+
+    def __call__(self, suggested: dict[str, Any]) -> dict[str, Any]:
+        return nest(self.flat(suggested))
+
+
+def _flatten_branches(suggested: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in suggested.items():
+        if key.startswith(_BRANCH):
+            out.update(_flatten_branches(value))
+        else:
+            out[key] = value
+    return out
+
+
+def _typed(p: ParameterSpec, value: Any) -> Any:
+    if p.distribution in ("categorical", "constant"):
+        return value
+    if p.shape.integral:
+        return int(round(value))
+    return float(value)
+
+
+def check(params: Sequence[ParameterSpec], searcher: str) -> None:
+    """Raise :class:`SpecError` if ``searcher`` cannot express one of ``params``."""
+    if searcher == "random":
+        check_random(params)
+    elif searcher == "grid":
+        grid_points(params)
+    elif searcher == "hyperopt":
+        hyperopt_space(params)
+    elif searcher == "bohb":
+        config_space(params, seed=0)
+

@@ -11,7 +11,6 @@ path, the rule and the value (``parameters.lr.min: must be > 0 for log_uniform_v
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from tune_service.errors import Problem, SpecError
+from tune_service.errors import Problem, SpecError, nearest
+from tune_service.parameters import ParameterSpec, parse_parameters
 from tune_service.tracking_settings import MODES as WANDB_MODES
 from tune_service.tracking_settings import WandbSettings
 from tune_service.training.settings import (
@@ -30,27 +30,13 @@ METHODS = ("random", "grid", "bayes", "hyperopt", "bohb")
 GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
 
-#: Distributions of the W&B grammar that this version samples. ``constant`` and ``categorical`` are
-#: also what ``value:`` and ``values:`` mean.
-DISTRIBUTIONS = (
-    "constant",
-    "categorical",
-    "uniform",
-    "int_uniform",
-    "q_uniform",
-    "log_uniform",
-    "log_uniform_values",
-    "q_log_uniform_values",
-)
-_NUMERIC_DISTRIBUTIONS = tuple(d for d in DISTRIBUTIONS if d not in ("constant", "categorical"))
-_PARAMETER_KEYS = ("value", "values", "probabilities", "distribution", "min", "max", "q")
-
 #: W&B keys that describe how W&B's own agent launches a program. We read them and say we do not run them.
 WANDB_AGENT_KEYS = ("program", "command")
 _TOP_LEVEL_KEYS = (
-    "name", "description", "method", "metric", "run_cap", "parameters", "task", "scheduler",
+    "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
     "resources", "training", "wandb", "seed", "project", "entity", *WANDB_AGENT_KEYS,
 )
+_EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 _TRAINING_KEYS = (
     "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
     "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
@@ -64,42 +50,13 @@ MAX_SPEC_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
-class ParameterSpec:
-    """One searched (or fixed) hyperparameter, as the spec file declares it.
-
-    ``distribution`` is always resolved (``value:`` gives ``constant``, ``values:`` gives
-    ``categorical``, bare ``min``/``max`` give ``int_uniform`` or ``uniform``). Bounds are inclusive.
-    """
-
-    name: str
-    distribution: str
-    value: Any = None
-    values: tuple = ()
-    probabilities: tuple | None = None
-    min: float | int | None = None
-    max: float | int | None = None
-    q: float | int | None = None
-
-    @property
-    def is_searched(self) -> bool:
-        return self.distribution != "constant"
-
-    def describe(self) -> str:
-        """A one-line human description, as ``--dry-run`` prints it."""
-        d = self.distribution
-        if d == "constant":
-            return f"constant {self.value!r}"
-        if d == "categorical":
-            weights = f" p={list(self.probabilities)}" if self.probabilities else ""
-            return f"categorical {list(self.values)}{weights}"
-        q = f" q={self.q}" if self.q is not None else ""
-        return f"{d} [{self.min}, {self.max}]{q}"
-
-
-@dataclass(frozen=True)
 class MetricSpec:
+    """What the sweep optimises. With ``target``, no new trial starts once a result reaches it (W&B's
+    ``metric.target``); running trials finish."""
+
     name: str
     goal: str  # "minimize" | "maximize"
+    target: float | None = None
 
     @property
     def mode(self) -> str:
@@ -234,14 +191,6 @@ def _set_dotted(doc: dict, dotted: str, value: Any) -> None:
 # Validation
 
 
-def nearest(word: Any, choices: tuple[str, ...] | list[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest valid choice (a prefix, or a near spelling), or ``""``."""
-    word = str(word)
-    prefixed = [c for c in choices if word and c.startswith(word)]
-    match = prefixed[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
 class _Validator:
     """Walks the raw document once, collecting every problem, and builds the frozen spec."""
 
@@ -267,7 +216,8 @@ class _Validator:
         metric = self._metric(raw.get("metric", DEFAULT_METRIC))
         parameters = self._parameters(raw.get("parameters"))
         task = self._task(raw.get("task", "digits"))
-        scheduler = self._scheduler(raw.get("scheduler"), method)
+        scheduler = self._scheduler(self._early_terminate(raw.get("early_terminate"), raw.get("scheduler"), method),
+                                    method)
         resources = self._resources(raw.get("resources", {}))
         training = self._training(raw.get("training", {}), resources)
         seed = self._int("seed", raw.get("seed", 0), minimum=0)
@@ -339,10 +289,55 @@ class _Validator:
         if not isinstance(raw, dict):
             self.fail("metric", f"must be a mapping with name and goal, got {raw!r}")
             return MetricSpec(**DEFAULT_METRIC)
-        self._unknown_keys("metric", raw, ("name", "goal"))
+        self._unknown_keys("metric", raw, ("name", "goal", "target"))
         name = self._string("metric.name", raw.get("name", DEFAULT_METRIC["name"]))
         goal = self._choice("metric.goal", raw.get("goal", "minimize"), GOALS)
-        return MetricSpec(name=name, goal=goal)
+        target = self._number("metric.target", raw["target"]) if "target" in raw else None
+        return MetricSpec(name=name, goal=goal, target=target)
+
+    def _early_terminate(self, raw: Any, scheduler: Any, method: str) -> Any:
+        """W&B's ``early_terminate: {type: hyperband, ...}`` as our scheduler keys, merged into ``scheduler``.
+
+        ``min_iter`` (or ``max_iter / eta**s``) is the first rung, so ASHA's ``grace_period``; ``eta`` its
+        ``reduction_factor``; ``max_iter`` the epoch budget ``max_t`` unless ``scheduler.max_t`` is given.
+        A key that both blocks set is refused rather than one silently winning.
+        """
+        if raw is None:
+            return scheduler
+        if not isinstance(raw, dict):
+            self.fail("early_terminate", f"must be a mapping such as {{type: hyperband, min_iter: 3}}, got {raw!r}")
+            return scheduler
+        if self._unknown_keys("early_terminate", raw, _EARLY_TERMINATE_KEYS):
+            return scheduler
+        self._choice("early_terminate.type", raw.get("type"), ("hyperband",))
+        eta = self._number("early_terminate.eta", raw.get("eta", 3))
+        keys: dict[str, Any] = {"type": "hyperband" if method == "bohb" else "asha"}
+        if eta is not None:
+            keys["reduction_factor"] = eta
+        if "min_iter" in raw:
+            keys["grace_period"] = self._int("early_terminate.min_iter", raw["min_iter"], minimum=1)
+        elif "max_iter" in raw and "s" in raw:
+            max_iter = self._int("early_terminate.max_iter", raw["max_iter"], minimum=1)
+            steps = self._int("early_terminate.s", raw["s"], minimum=0)
+            if eta is not None and eta > 1:
+                keys["grace_period"] = max(1, int(round(max_iter / eta ** steps)))
+        else:
+            self.fail("early_terminate", "hyperband needs min_iter, or max_iter and s")
+        if "max_iter" in raw:
+            keys["max_t"] = raw["max_iter"]
+        if method == "bohb":
+            keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
+        if "strict" in raw:
+            self.notes.append("early_terminate.strict: read; ASHA's asynchronous rule decides which trials stop")
+        if scheduler is None:
+            return keys
+        if not isinstance(scheduler, dict):
+            return scheduler  # _scheduler reports it
+        for key, value in keys.items():
+            if key in scheduler and scheduler[key] != value and not (key == "max_t"):
+                self.fail(f"scheduler.{key}", f"conflicts with early_terminate (which sets it to {value!r}), "
+                                              f"got {scheduler[key]!r}; give it in one place")
+        return {**keys, **scheduler}
 
     def _task(self, raw: Any) -> str:
         if not isinstance(raw, str) or not raw.strip():
@@ -470,103 +465,4 @@ class _Validator:
         return DDPSettings(bucket_cap_mb=bucket or d.bucket_cap_mb, **flags)
 
     def _parameters(self, raw: Any) -> tuple[ParameterSpec, ...]:
-        if raw is None:
-            return ()
-        if not isinstance(raw, dict):
-            self.fail("parameters", f"must be a mapping of parameter names to their spec, got {raw!r}")
-            return ()
-        specs = []
-        for name, body in raw.items():
-            spec = self._parameter(f"parameters.{name}", str(name), body)
-            if spec is not None:
-                specs.append(spec)
-        return tuple(specs)
-
-    def _parameter(self, path: str, name: str, body: Any) -> ParameterSpec | None:
-        if not isinstance(body, dict):
-            self.fail(path, f"must be a mapping such as {{value: ...}}, {{values: [...]}} or "
-                            f"{{distribution: ..., min: ..., max: ...}}, got {body!r}")
-            return None
-        if self._unknown_keys(path, body, _PARAMETER_KEYS):
-            return None  # its other problems would only echo the misspelt key
-        distribution = body.get("distribution")
-        if distribution is None:
-            distribution = self._infer_distribution(path, body)
-            if distribution is None:
-                return None
-        elif distribution not in DISTRIBUTIONS:
-            self.fail(f"{path}.distribution",
-                      f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}{nearest(distribution, DISTRIBUTIONS)}")
-            return None
-
-        if distribution == "constant":
-            if "value" not in body:
-                self.fail(path, "constant needs `value`")
-                return None
-            return ParameterSpec(name, "constant", value=body["value"])
-        if distribution == "categorical":
-            return self._categorical(path, name, body)
-        return self._numeric(path, name, distribution, body)
-
-    def _infer_distribution(self, path: str, body: dict) -> str | None:
-        if "value" in body:
-            return "constant"
-        if "values" in body:
-            return "categorical"
-        if "min" in body and "max" in body:
-            ints = all(isinstance(body[k], int) and not isinstance(body[k], bool) for k in ("min", "max"))
-            return "int_uniform" if ints else "uniform"
-        self.fail(path, "must give `value`, `values`, or `min` and `max` (with an optional `distribution`)")
-        return None
-
-    def _categorical(self, path: str, name: str, body: dict) -> ParameterSpec | None:
-        values = body.get("values")
-        if not isinstance(values, list) or not values:
-            self.fail(f"{path}.values", f"must be a non-empty list, got {values!r}")
-            return None
-        probabilities = body.get("probabilities")
-        if probabilities is not None:
-            ok = isinstance(probabilities, list) and len(probabilities) == len(values)
-            numbers = [self._number(f"{path}.probabilities", p) for p in probabilities] if ok else []
-            if not ok:
-                self.fail(f"{path}.probabilities", f"must be a list of {len(values)} numbers, one per value, got {probabilities!r}")
-                return None
-            if None in numbers:
-                return None
-            if any(p < 0 for p in numbers) or not math.isclose(sum(numbers), 1.0, abs_tol=1e-6):
-                self.fail(f"{path}.probabilities", f"must be >= 0 and sum to 1, got {probabilities!r} (sum {sum(numbers):g})")
-                return None
-            probabilities = tuple(float(p) for p in numbers)
-        return ParameterSpec(name, "categorical", values=tuple(values), probabilities=probabilities)
-
-    def _numeric(self, path: str, name: str, distribution: str, body: dict) -> ParameterSpec | None:
-        missing = [k for k in ("min", "max") if k not in body]
-        if missing:
-            self.fail(path, f"{distribution} needs {' and '.join(missing)}")
-            return None
-        lo = self._number(f"{path}.min", body["min"])
-        hi = self._number(f"{path}.max", body["max"])
-        q = None
-        if distribution.startswith("q_"):
-            q = self._number(f"{path}.q", body.get("q", 1))
-            if q is not None and q <= 0:
-                self.fail(f"{path}.q", f"must be > 0, got {q}")
-                return None
-        elif "q" in body:
-            self.fail(f"{path}.q", f"only applies to q_ distributions, not {distribution}")
-        if lo is None or hi is None:
-            return None
-        if distribution == "int_uniform":
-            for key, v in (("min", lo), ("max", hi)):
-                if not float(v).is_integer():
-                    self.fail(f"{path}.{key}", f"must be an integer for int_uniform, got {v}")
-                    return None
-            lo, hi = int(lo), int(hi)
-        if lo > hi:
-            self.fail(f"{path}.min", f"must be <= max ({hi}), got {lo}")
-            return None
-        if distribution in ("log_uniform_values", "q_log_uniform_values"):
-            if lo <= 0:
-                self.fail(f"{path}.min", f"must be > 0 for {distribution}, got {lo}")
-                return None
-        return ParameterSpec(name, distribution, min=lo, max=hi, q=q)
+        return parse_parameters(raw, self.fail, self.notes.append, self._number)

@@ -48,23 +48,24 @@ def test_grid_trial_count_is_capped_by_run_cap():
 def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_ray_start):
     from ray.tune.schedulers import ASHAScheduler, HyperBandForBOHB
     from ray.tune.search.bohb import TuneBOHB
+    from ray.tune.search import Searcher
     from ray.tune.search.hyperopt import HyperOptSearch
 
     quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     config = build_tuner(quick, tmp_path, "x").tune_config
-    assert isinstance(config.search_alg, HyperOptSearch) and isinstance(config.scheduler, ASHAScheduler)
+    assert isinstance(config.search_alg.inner, HyperOptSearch) and isinstance(config.scheduler, ASHAScheduler)
     assert (config.metric, config.mode, config.num_samples, config.max_concurrent_trials) == ("val_accuracy", "max", 10, 1)
 
     bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)
     config = build_tuner(bohb, tmp_path, "y").tune_config
-    assert isinstance(config.search_alg, TuneBOHB) and isinstance(config.scheduler, HyperBandForBOHB)
+    assert isinstance(config.search_alg.inner, TuneBOHB) and isinstance(config.scheduler, HyperBandForBOHB)
 
-    # Tune ignores max_concurrent_trials for random/grid search: the generator must carry the cap itself,
-    # or every trial would start at once and wait for CPUs the others hold.
+    # Random search is a Searcher too, so Tune's max_concurrent_trials caps it (Tune ignores that cap for
+    # its BasicVariantGenerator: every trial would start at once and wait for CPUs the others hold).
     four_cpus = ClusterResources(4, 0, 4, 0)
     random_plan = make_plan(load_spec(ROOT / "search_spaces" / "random_fifo.yaml"), four_cpus)
     config = build_tuner(random_plan, tmp_path, "z").tune_config
-    assert config.search_alg.max_concurrent == 2 and random_plan.max_concurrent == 2
+    assert isinstance(config.search_alg, Searcher) and config.max_concurrent_trials == random_plan.max_concurrent == 2
 
     assert list(tmp_path.iterdir()) == []  # nothing written either
 

@@ -95,13 +95,16 @@ def test_override_without_equals_is_refused():
      "parameters.h.probabilities: must be >= 0 and sum to 1, got [0.5, 0.6] (sum 1.1)"),
     (minimal(parameters={"h": {"distribution": "uniformm", "min": 0, "max": 1}}),
      "parameters.h.distribution: must be one of constant, categorical, uniform, int_uniform, q_uniform, "
-     "log_uniform, log_uniform_values, q_log_uniform_values, got 'uniformm' (did you mean 'uniform'?)"),
+     "log_uniform, q_log_uniform, log_uniform_values, q_log_uniform_values, inv_log_uniform, "
+     "inv_log_uniform_values, normal, q_normal, log_normal, q_log_normal, beta, q_beta, got 'uniformm' "
+     "(did you mean 'uniform'?)"),
     (minimal(parameters={"h": {"distribution": "int_uniform", "min": 1.5, "max": 4}}),
      "parameters.h.min: must be an integer for int_uniform, got 1.5"),
     (minimal(parameters={"h": {"distribution": "uniform", "min": "abc", "max": 4}}),
      "parameters.h.min: must be a finite number, got 'abc'"),
     (minimal(parameters={"h": {"mn": 1, "max": 4}}),
-     "parameters.h.mn: unknown key (did you mean 'min'?); valid keys: value, values, probabilities, distribution, min, max, q"),
+     "parameters.h.mn: unknown key (did you mean 'min'?); valid keys: value, values, probabilities, distribution, "
+     "min, max, q, mu, sigma, a, b, when, parameters"),
     (minimal(parameters={"h": 5}),
      "parameters.h: must be a mapping such as {value: ...}, {values: [...]} or {distribution: ..., min: ..., max: ...}, got 5"),
     (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, got 'tpe'"),
@@ -117,7 +120,7 @@ def test_override_without_equals_is_refused():
     (minimal(resources={"gpus": 1}),
      "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
-     "method, metric, run_cap, parameters, task, scheduler, resources, training, wandb, seed, project, entity, program, command"),
+     "method, metric, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, program, command"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
     (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
     (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
