@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 from tune_service import registry
 from tune_service.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
+from tune_service.schedule import Schedule, expected_schedule
 from tune_service.spec import SweepSpec
 from tune_service.tasks import ResolvedTask, Task, resolve_task
 from tune_service.tracking_settings import resolve_mode
@@ -24,12 +25,12 @@ class SweepPlan:
     num_trials: int
     cluster: ClusterResources
     max_concurrent: int
-    rungs: tuple[int, ...]
+    schedule: Schedule
 
     @property
-    def max_trial_epochs(self) -> int:
-        """An upper bound on the epochs the sweep trains (every trial to ``max_t``)."""
-        return self.num_trials * self.spec.scheduler.max_t
+    def rungs(self) -> tuple[int, ...]:
+        """The epochs at which the scheduler may stop trials, smallest first; empty for FIFO."""
+        return self.schedule.rung_epochs
 
     def describe(self) -> str:
         """The plan as text: parameters, trials, schedule, resources, concurrency."""
@@ -39,7 +40,9 @@ class SweepPlan:
             f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
             f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)"),
             f"method       {s.method}" + (" (hyperopt TPE)" if s.method == "bayes" else ""),
-            f"metric       {s.metric.name} ({s.metric.goal})",
+            f"metric       {s.metric.name} ({s.metric.goal})"
+            + (f", the sweep stops starting trials once it reaches {s.metric.target:g}" if s.metric.target is not None
+               else ""),
             f"trials       {self.num_trials}",
             "parameters",
         ]
@@ -52,7 +55,9 @@ class SweepPlan:
             lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
                          f"max_t={sched.max_t} epochs, reduction_factor={sched.reduction_factor:g}"
                          + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
-            lines.append(f"  rungs at epochs {list(self.rungs)}")
+            how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
+            lines.append(f"  rungs ({how})")
+            lines += [f"    {line}" for line in self.schedule.describe()]
         r = s.resources
         lines += [
             f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
@@ -60,12 +65,19 @@ class SweepPlan:
             f"cluster      {self.cluster.describe()}",
             f"training     {_describe_training(s.training)}",
             f"concurrency  {self.max_concurrent} trial(s) at once",
-            f"budget       at most {self.max_trial_epochs} trial-epochs",
+            f"budget       {_describe_budget(self.schedule)}",
             f"seed         {s.seed}",
             f"wandb        {_describe_wandb(s)}",
         ]
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
+
+
+def _describe_budget(schedule: Schedule) -> str:
+    expected = schedule.trial_epochs
+    approx = "" if schedule.exact else "~"
+    shown = f"{expected:g}" if float(expected).is_integer() else f"{approx}{expected:.0f}"
+    return f"{shown} trial-epochs expected (at most {schedule.max_trial_epochs} without early stopping)"
 
 
 def _describe_wandb(spec: SweepSpec) -> str:
@@ -102,4 +114,5 @@ def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,
     resolved = resolve_task(task if task is not None else spec.task)
     num_trials = registry.trial_count(spec)
     concurrent = min(max_concurrent_trials(spec.resources, cluster), num_trials)
-    return SweepPlan(spec, resolved, num_trials, cluster, concurrent, tuple(registry.rung_epochs(spec)))
+    schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
+    return SweepPlan(spec, resolved, num_trials, cluster, concurrent, schedule)

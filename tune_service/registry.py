@@ -50,20 +50,6 @@ def build_scheduler(spec: SweepSpec) -> Any:
     return hyperband(time_attr=TIME_ATTR, max_t=s.max_t, reduction_factor=s.reduction_factor)
 
 
-def rung_epochs(spec: SweepSpec) -> list[int]:
-    """The epochs at which the scheduler compares trials (ASHA's rungs), smallest first; empty for FIFO."""
-    s = spec.scheduler
-    if s.type == "fifo":
-        return []
-    eta = s.reduction_factor
-    start = s.grace_period if s.type == "asha" else 1
-    rungs, t = [], float(start)
-    while t < s.max_t:
-        rungs.append(int(round(t)))
-        t *= eta
-    return sorted(set(rungs))
-
-
 def trial_count(spec: SweepSpec) -> int:
     """How many trials the sweep will run (a grid: its points, cut at ``run_cap`` when one is given)."""
     if spec.searcher == "grid":

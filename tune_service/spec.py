@@ -329,6 +329,8 @@ class _Validator:
             keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
         if "strict" in raw:
             self.notes.append("early_terminate.strict: read; ASHA's asynchronous rule decides which trials stop")
+        mapped = ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in keys.items())
+        self.notes.append(f"early_terminate: W&B hyperband read as scheduler {{{mapped}}}")
         if scheduler is None:
             return keys
         if not isinstance(scheduler, dict):

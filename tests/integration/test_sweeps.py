@@ -10,6 +10,8 @@ import yaml
 
 import tune_service
 from tune_service import cli
+from tune_service.schedule import expected_schedule
+from tune_service.spec import SchedulerSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,11 @@ def test_bohb_sweep_with_hyperband_for_bohb(ray_cluster, tmp_path):
                               run_cap=3, overrides={"scheduler.max_t": 3}, verbose=0)
     assert len(result.trials) == 3
     assert all(t.status in ("completed", "stopped") and t.epochs >= 1 for t in result.trials)
+    # HyperBand-for-BOHB halves synchronously, so the dry-run's schedule is exact: 3 trials to epoch 1,
+    # one of them on to epoch 3.
+    expected = expected_schedule(SchedulerSpec("hyperband", max_t=3, reduction_factor=3), 3, bohb=True)
+    assert sorted(t.epochs for t in result.trials) == [1, 1, 3]
+    assert sum(t.epochs for t in result.trials) == expected.trial_epochs == 5
     assert result.best is not None and result.best_metrics["val_loss"] == min(t.metrics["val_loss"] for t in result.trials)
     assert 16 <= result.best_config["hidden"] <= 128 and isinstance(result.best_config["hidden"], int)
     assert tune_service.load_results(tmp_path / "bohb").best.trial_id == result.best.trial_id

@@ -34,7 +34,8 @@ def test_plan_describes_rungs_resources_and_concurrency():
     plan = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     assert plan.num_trials == 10 and plan.max_concurrent == 1 and plan.rungs == (1, 3)
     text = plan.describe()
-    assert "rungs at epochs [1, 3]" in text
+    assert "epoch 1: 10 -> epoch 3: ~3.3 -> epoch 8: ~1.1 trial(s)" in text
+    assert "~22 trial-epochs expected (at most 80 without early stopping)" in text
     assert "2 DDP ranks/trial x (1 CPU, 0 GPU) = 2 CPU, 0 GPU per trial" in text
 
 
