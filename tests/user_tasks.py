@@ -41,3 +41,15 @@ def shard_reporting_loop(config):
         rank = dist.get_rank()
         ray.train.report({"score": float(config["offset"] + step + rank), "rank_seen": rank,
                           "world_size": dist.get_world_size()})
+
+
+def config_reporting_loop(config):
+    """A plain train loop that reports which hyperparameters its rank received (dotted, sorted) and a
+    score that depends on them, so a model-based searcher has something to fit."""
+    import ray.train
+
+    from tune_service.spaces import flatten
+
+    received = flatten(config)
+    score = float(received.get("lr", 0.0)) + (0.5 if received.get("optimizer") == "sgd" else 0.0)
+    ray.train.report({"score": score, "received": ",".join(sorted(received))})

@@ -76,7 +76,7 @@ class SweepPlan:
 def _describe_budget(schedule: Schedule) -> str:
     expected = schedule.trial_epochs
     approx = "" if schedule.exact else "~"
-    shown = f"{expected:g}" if float(expected).is_integer() else f"{approx}{expected:.0f}"
+    shown = f"{approx}{expected:.0f}"
     return f"{shown} trial-epochs expected (at most {schedule.max_trial_epochs} without early stopping)"
 
 

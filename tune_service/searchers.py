@@ -75,7 +75,13 @@ class GridSearch(_Unguided):
 class TrialConfigs(Searcher):
     """Wraps any Searcher: each suggestion is decoded (:class:`tune_service.spaces.Decoder`) into the
     config a trial receives, and once a result reaches ``metric.target`` no new trial is suggested
-    (running trials finish, as in W&B). Everything else is the inner searcher's business."""
+    (running trials finish, as in W&B). Everything else is the inner searcher's business.
+
+    It also caps the trials that run at once (``max_concurrent_trials`` reaches it through
+    :meth:`set_max_concurrency`) counting *running* trials only. Ray's ``ConcurrencyLimiter`` counts a
+    trial that HyperBand paused at a rung as live, so with a cap below a bracket's size the bracket
+    never fills: HyperBand then judges each trial alone and stops none of them early.
+    """
 
     def __init__(self, inner: Searcher, decoder: Decoder, metric: str, mode: str, target: float | None = None):
         super().__init__(metric=metric, mode=mode)
@@ -83,17 +89,26 @@ class TrialConfigs(Searcher):
         self.decoder = decoder
         self.target = target
         self.target_reached_by: str | None = None
+        self.max_concurrent = 0  # 0: no cap
+        self.running: set[str] = set()
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         self.inner.set_search_properties(metric, mode, config, **spec)
         return super().set_search_properties(metric, mode, config, **spec)
 
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = max_concurrent
+        return True  # ours to enforce: Ray's ConcurrencyLimiter then passes everything through
+
     def suggest(self, trial_id: str):
         if self.target_reached_by is not None:
             return Searcher.FINISHED
+        if self.max_concurrent and len(self.running) >= self.max_concurrent:
+            return None
         suggested = self.inner.suggest(trial_id)
         if suggested is None or suggested == Searcher.FINISHED:
             return suggested
+        self.running.add(trial_id)
         return self.decoder(suggested)
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
@@ -103,14 +118,18 @@ class TrialConfigs(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if result and not error:
             self._check_target(trial_id, result)
+        self.running.discard(trial_id)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
-    # HyperBand-for-BOHB pauses and resumes trials through the searcher (TuneBOHB keeps them apart).
+    # HyperBand (see registry.PausingHyperBand) and HyperBand-for-BOHB report pauses and resumptions
+    # here; TuneBOHB keeps paused trials apart too.
     def on_pause(self, trial_id: str) -> None:
+        self.running.discard(trial_id)
         if hasattr(self.inner, "on_pause"):
             self.inner.on_pause(trial_id)
 
     def on_unpause(self, trial_id: str) -> None:
+        self.running.add(trial_id)
         if hasattr(self.inner, "on_unpause"):
             self.inner.on_unpause(trial_id)
 
@@ -129,7 +148,7 @@ class TrialConfigs(Searcher):
             inner_state = f.read()
         os.remove(inner_path)
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by}, f)
+            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
@@ -142,3 +161,4 @@ class TrialConfigs(Searcher):
         finally:
             os.remove(inner_path)
         self.target_reached_by = state["target_reached_by"]
+        self.running = set(state.get("running", ()))  # resumed with the sweep, they count against the cap

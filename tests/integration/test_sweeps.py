@@ -62,6 +62,21 @@ def test_bohb_sweep_with_hyperband_for_bohb(ray_cluster, tmp_path):
     assert tune_service.load_results(tmp_path / "bohb").best.trial_id == result.best.trial_id
 
 
+def test_hyperband_with_random_search_fills_its_brackets_one_trial_at_a_time(ray_cluster, tmp_path):
+    """One trial at a time on 2 CPUs: a trial paused at a rung must not hold the only slot, or the
+    bracket never fills and HyperBand stops nothing."""
+    spec = {"name": "hb", "method": "random", "run_cap": 5, "metric": {"name": "val_accuracy", "goal": "maximize"},
+            "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-3, "max": 3e-2}},
+            "scheduler": {"type": "hyperband", "max_t": 3, "reduction_factor": 3}}
+    result = tune_service.run(spec, storage=tmp_path, name="hb", verbose=0)
+    # max_t=3, eta=3: a bracket of 2 trials trained to 3 epochs, then one of 3 trials from epoch 1
+    # that keeps ceil(3/3) = 1 of them.
+    expected = expected_schedule(SchedulerSpec("hyperband", max_t=3, reduction_factor=3), 5)
+    assert [[(r.epoch, r.trials) for r in b.rungs] for b in expected.brackets] == [[(3, 2)], [(1, 3), (3, 1)]]
+    assert sorted(t.epochs for t in result.trials) == [1, 1, 3, 3, 3]
+    assert sum(t.epochs for t in result.trials) == expected.trial_epochs
+
+
 def test_user_task_by_import_path_under_grid_and_fifo(ray_cluster, tmp_path):
     spec = {
         "name": "regression", "task": "user_tasks:TinyRegression", "method": "grid",
@@ -97,3 +112,26 @@ def test_a_trial_too_large_for_the_cluster_is_refused_before_anything_is_written
         tune_service.run({"name": "big", "resources": {"workers": 3}, "parameters": {"lr": {"value": 0.01}}},
                          storage=storage, name="big")
     assert not (storage / "big").exists()  # no experiment directory for a sweep that never started
+
+
+@pytest.mark.parametrize("method", ["bayes", "bohb", "random"])
+def test_a_conditional_space_never_hands_a_trial_an_inactive_parameter(ray_cluster, tmp_path, method):
+    from user_tasks import config_reporting_loop
+
+    scheduler = {"type": "hyperband" if method == "bohb" else "fifo", "max_t": 1}
+    spec = tune_service.load_spec(ROOT / "search_spaces" / "conditional.yaml", {
+        "method": method, "run_cap": 6, "metric": {"name": "score", "goal": "maximize"}, "scheduler": scheduler,
+        "resources.workers": 1,  # one rank: two trials at once on two CPUs
+    })
+    result = tune_service.run(spec, storage=tmp_path, name=method, task=config_reporting_loop, verbose=0)
+    assert len(result.trials) == 6 and all(t.status == "completed" for t in result.trials)
+    for trial in result.trials:
+        config = trial.config
+        active = {"model", "hidden", "optimizer", "lr"}
+        active |= {"layers", "dropout"} if config["model"] == "mlp" else set()
+        active |= {"momentum"} if config["optimizer"] == "sgd" else set()
+        assert set(config) == active  # what the searcher proposed ...
+        assert trial.metrics["received"] == ",".join(sorted(active))  # ... and what the rank received
+    # Both sides of each condition were drawn, so the check above saw inactive parameters left out.
+    assert {t.config["model"] for t in result.trials} == {"mlp", "cnn"}
+    assert {t.config["optimizer"] for t in result.trials} == {"adam", "sgd"}
