@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tune_service.errors import nearest
 
@@ -178,6 +178,14 @@ class ParameterSpec:
         if self.when:
             text += "  when " + " and ".join(f"{k} in {list(v)}" for k, v in self.when)
         return text
+
+
+def flat_names(specs: Sequence[ParameterSpec]) -> frozenset[str]:
+    """Dotted names that a trial receives as one flat key, as W&B passes every name, rather than
+    nested: those under a name that is itself a parameter (Hydra-style ``optimizer`` beside
+    ``optimizer.config.lr``), which could not nest."""
+    names = {p.name for p in specs}
+    return frozenset(n for n in names if any(n.rsplit(".", i)[0] in names for i in range(1, n.count(".") + 1)))
 
 
 def parse_parameters(raw: Any, fail: Callable[[str, str], None], note: Callable[[str], None],
@@ -350,7 +358,8 @@ class _ParameterReader:
             seen.add(p.name)
             prefixes = {p.name.rsplit(".", i)[0] for i in range(1, p.name.count(".") + 1)}
             for clash in sorted(prefixes & set(names)):
-                self.fail(f"parameters.{p.name}", f"cannot nest under {clash!r}, which is itself a parameter")
+                self.note(f"parameters.{p.name}: kept as one flat key, as W&B passes it, since {clash!r} is "
+                          f"itself a parameter")
 
     def check_conditions(self) -> None:
         """Each condition names an earlier categorical (or constant) parameter and values it can take."""

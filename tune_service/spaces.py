@@ -15,10 +15,10 @@ and the alternatives, never approximated silently.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from tune_service.errors import Problem, SpecError
-from tune_service.parameters import ParameterSpec, multiples, round_to_q
+from tune_service.parameters import ParameterSpec, flat_names, multiples, round_to_q
 
 #: A quantized range with more values than this is refused where the values must be listed.
 MAX_ENUMERATED_VALUES = 10_000
@@ -37,10 +37,14 @@ def plain(value: Any) -> Any:
     return value
 
 
-def nest(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{"opt.lr": 1}`` -> ``{"opt": {"lr": 1}}``; keys without dots stay as they are."""
+def nest(flat: dict[str, Any], keep_flat: Collection[str] = ()) -> dict[str, Any]:
+    """``{"opt.lr": 1}`` -> ``{"opt": {"lr": 1}}``; keys without dots, and those in ``keep_flat``, stay
+    as they are."""
     nested: dict[str, Any] = {}
     for name, value in flat.items():
+        if name in keep_flat:
+            nested[name] = value
+            continue
         node = nested
         *groups, leaf = name.split(".")
         for group in groups:
@@ -309,6 +313,7 @@ class Decoder:
     def __init__(self, params: Sequence[ParameterSpec], indexed: Sequence[str] = ()):
         self.params = tuple(params)
         self.indexed = {p.name: support(p) for p in self.params if p.name in indexed}
+        self.keep_flat = flat_names(self.params)
 
     def flat(self, suggested: dict[str, Any]) -> dict[str, Any]:
         raw = _flatten_branches(suggested)
@@ -324,7 +329,7 @@ class Decoder:
         return config
 
     def __call__(self, suggested: dict[str, Any]) -> dict[str, Any]:
-        return nest(self.flat(suggested))
+        return nest(self.flat(suggested), self.keep_flat)
 
 
 def _flatten_branches(suggested: dict[str, Any]) -> dict[str, Any]:

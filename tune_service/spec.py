@@ -325,6 +325,11 @@ class _Validator:
             self.fail("early_terminate", "hyperband needs min_iter, or max_iter and s")
         if "max_iter" in raw:
             keys["max_t"] = raw["max_iter"]
+        elif "grace_period" in keys and eta is not None and eta > 1:
+            # W&B's hyperband with only min_iter has no end: its brackets go on at min_iter * eta**k
+            # for as long as the program runs. Three of them give the epoch budget, unless
+            # scheduler.max_t sets it.
+            keys["max_t"] = int(math.ceil(keys["grace_period"] * eta ** 3 - 1e-9))
         if method == "bohb":
             keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
         if "strict" in raw:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,18 @@ def test_a_conditional_space_never_hands_a_trial_an_inactive_parameter(ray_clust
     # Both sides of each condition were drawn, so the check above saw inactive parameters left out.
     assert {t.config["model"] for t in result.trials} == {"mlp", "cnn"}
     assert {t.config["optimizer"] for t in result.trials} == {"adam", "sgd"}
+
+
+def test_a_real_wandb_sweep_file_runs_a_short_sweep(ray_cluster, tmp_path):
+    """fastai's Simpsons sweep from wandb/examples, as it is but for the budget; digits trains in place of
+    its program, with the file's batch sizes, dropout and W&B's old log_uniform (natural-log exponents)."""
+    path = ROOT / "tests" / "data" / "wandb_sweeps" / "02_fastai-simpsons-bayes.yaml"
+    result = tune_service.run(path, storage=tmp_path, name="fastai", verbose=0, overrides={
+        "run_cap": 2, "scheduler.max_t": 1, "metric.name": "val_accuracy", "resources.workers": 1})
+    assert len(result.trials) == 2 and all(t.status == "completed" for t in result.trials)
+    for trial in result.trials:
+        config = trial.config
+        assert set(config) == {"epochs", "dropout", "img_size", "one_cycle", "batch_size", "pretrained", "learning_rate"}
+        assert config["epochs"] == 20 and config["batch_size"] in (8, 16, 32, 64) and 0 <= config["dropout"] <= 1
+        assert isinstance(config["pretrained"], bool) and math.exp(-11) <= config["learning_rate"] <= math.exp(-2)
+        assert trial.metrics["global_batch"] == config["batch_size"]  # the file's batch size reached the loop
