@@ -275,7 +275,8 @@ class _ParameterReader:
         if "min" in body and "max" in body:
             ints = all(isinstance(body[k], int) and not isinstance(body[k], bool) for k in ("min", "max"))
             return "int_uniform" if ints else "uniform"
-        self.fail(path, "must give `value`, `values`, or `min` and `max` (with an optional `distribution`)")
+        self.fail(path, f"must give `value`, `values`, or `min` and `max` (with an optional `distribution`), "
+                        f"got {body!r}")
         return None
 
     def condition(self, path: str, raw: Any) -> tuple | None:
@@ -372,8 +373,8 @@ class _ParameterReader:
                 source = earlier.get(parent)
                 if source is None:
                     later = any(q.name == parent for q in self.specs)
-                    self.fail(where, "must name a parameter declared before this one" if later else
-                              f"unknown parameter{nearest(parent, list(earlier))}")
+                    self.fail(where, f"must name a parameter declared before this one, got {parent!r}" if later
+                              else f"must name an earlier parameter, got {parent!r}{nearest(parent, list(earlier))}")
                     ok = False
                 elif source.distribution not in ("categorical", "constant"):
                     self.fail(where, f"must name a `values` parameter, got {parent!r} ({source.distribution})")

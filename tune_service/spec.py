@@ -14,7 +14,7 @@ import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 import yaml
 
@@ -162,7 +162,7 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
         raise SpecError([Problem("", f"spec file must be at most {MAX_SPEC_BYTES} bytes, got {path.stat().st_size}")])
     text = path.read_text(encoding="utf-8")
     try:
-        doc = yaml.safe_load(text)  # never yaml.load: a spec must not be able to run code
+        doc = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: a spec must not be able to run code
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -173,6 +173,22 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
     if not isinstance(doc, dict):
         raise SpecError([Problem("", f"{path.name}: must be a mapping of keys to values, got {type(doc).__name__}")])
     return doc, path.stem
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML would keep the last one
+    silently, and a sweep would run with half of what its author wrote)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base loader reports an unhashable key itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def _set_dotted(doc: dict, dotted: str, value: Any) -> None:
@@ -371,7 +387,7 @@ class _Validator:
                                         f"HyperBand-for-BOHB), got {kind!r}")
         max_t = self._int("scheduler.max_t", raw.get("max_t", 10), minimum=1)
         grace = self._int("scheduler.grace_period", raw.get("grace_period", 1), minimum=1)
-        if grace > max_t:
+        if max_t >= 1 and grace > max_t:  # an invalid max_t is reported once, above
             self.fail("scheduler.grace_period", f"must be <= scheduler.max_t ({max_t}), got {grace}")
         eta = self._number("scheduler.reduction_factor", raw.get("reduction_factor", 3))
         if eta is not None and eta <= 1:
