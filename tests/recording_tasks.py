@@ -222,3 +222,24 @@ class SlowDigits(Digits):
             with open(Path(config["record_dir"]) / f"lr={config['lr']}-pid={os.getpid()}", "ab") as record:
                 record.write(b".")
         return super().augment(inputs, targets, config)
+
+
+class DivergingDigits(Digits):
+    """Digits whose training loss turns NaN from epoch ``diverge_at`` on (0: never), as a trial whose
+    learning rate is far too high would."""
+
+    def __init__(self):
+        self.epoch, self.evaluating, self.diverge_at = 1, False, 0
+
+    def model(self, config):
+        self.diverge_at = int(config.get("diverge_at", 0))
+        return super().model(config)
+
+    def loss(self, outputs, targets):
+        loss = super().loss(outputs, targets)
+        if not outputs.requires_grad:  # validation: the next training step starts a new epoch
+            self.evaluating = True
+            return loss
+        if self.evaluating:
+            self.epoch, self.evaluating = self.epoch + 1, False
+        return loss * float("nan") if 0 < self.diverge_at <= self.epoch else loss

@@ -67,7 +67,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     spec = plan.spec
     searcher, _ = registry.build_searcher(spec)
     template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
-                             training=spec.training)
+                             training=spec.training, metric=spec.metric.name)
 
     def run_trial(config: dict[str, Any]) -> None:
         template(config)

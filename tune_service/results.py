@@ -159,7 +159,10 @@ def one_line_error(error: BaseException) -> str:
     """The root cause of a trial's error, on one line (Ray wraps it in several layers)."""
     cause = error
     while True:
-        inner = getattr(cause, "cause", None)  # a RayTaskError carries the trial's exception as .cause
+        # A RayTaskError carries the trial's exception as .cause; Ray Train's ControllerError carries
+        # what a Train callback raised (our MissingMetric) as .controller_failure.
+        inner = getattr(cause, "cause", None)
+        inner = inner if isinstance(inner, BaseException) else getattr(cause, "controller_failure", None)
         inner = inner if isinstance(inner, BaseException) else getattr(cause, "__cause__", None)
         if inner is None:
             break

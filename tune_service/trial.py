@@ -20,6 +20,7 @@ from tune_service.registry import TIME_ATTR
 from tune_service.spaces import plain
 from tune_service.spec import ResourceSpec
 from tune_service.tasks import ResolvedTask
+from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory
 from tune_service.training.settings import TrainingSettings
 
@@ -58,8 +59,9 @@ def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> d
     return combined
 
 
-def _relay_callback():
-    """A Ray Train callback relaying each report to Tune, built on Ray's ``TuneReportCallback``."""
+def _relay_callback(metric: str):
+    """A Ray Train callback relaying each report to Tune, built on Ray's ``TuneReportCallback``; the
+    first report must hold ``metric`` (the one the sweep optimises)."""
     from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY, TuneReportCallback
 
     class RelayToTune(TuneReportCallback):
@@ -70,6 +72,8 @@ def _relay_callback():
         def after_report(self, run_context, metrics, checkpoint):
             self.reports += 1
             combined = combine_rank_metrics(metrics, self.reports)
+            if self.reports == 1:
+                check_metric_reported(metric, combined)
             if checkpoint:
                 combined[CHECKPOINT_PATH_KEY] = checkpoint.path
             self._training_actor_item_queue.put(combined)
@@ -86,6 +90,8 @@ class TrialTemplate:
     seed: int
     resources: ResourceSpec
     training: TrainingSettings = field(default_factory=TrainingSettings)
+    #: The metric the sweep optimises: a trial whose first report lacks it fails at once.
+    metric: str = "val_loss"
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial (the Tune function trainable).
@@ -132,7 +138,7 @@ class TrialTemplate:
                 # In the experiment's storage, not Tune's local staging copy: a trial resumed in a later
                 # session (or on another node) finds the checkpoints of its earlier attempts there.
                 name=TRAIN_RUN_NAME, storage_path=storage_path, storage_filesystem=storage_filesystem,
-                callbacks=[_relay_callback()],
+                callbacks=[_relay_callback(self.metric)],
                 # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
                 checkpoint_config=train.CheckpointConfig(num_to_keep=2),
                 # Train logs every report at INFO on every rank; the trial's progress is Tune's to show.

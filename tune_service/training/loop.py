@@ -31,6 +31,7 @@ from tune_service.training.data import RankLoaders, build_loaders, loader_settin
 from tune_service.training.distributed import (
     RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, seed_everything,
 )
+from tune_service.training.guards import check_finite_losses
 from tune_service.training.oom import is_out_of_memory, out_of_memory_error, release_memory
 from tune_service.training.optim import LearningRate, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
@@ -194,6 +195,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
 
     Raises:
         TrialOutOfMemory: a rank ran out of memory; the message names the batch and the device's memory.
+        NonFiniteLoss: the epoch's training or validation loss was NaN or infinite (it is not reported).
     """
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
@@ -210,6 +212,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
             log.info("resuming at epoch %d from the checkpoint of epoch %d", run.epochs_done + 1, run.epochs_done)
         for epoch in range(run.epochs_done + 1, config.epochs + 1):
             metrics = _train_and_evaluate(run, epoch, settings.profile_steps if epoch == 1 else 0, context.output_dir)
+            check_finite_losses(metrics, epoch)  # same values on every rank: all ranks stop here together
             meta = {"task": config.task.reference, "hparams": dict(run.hparams), "precision": run.precision.name,
                     "world_size": run.ranks.world_size, "batch": asdict(run.loaders.batch)}
             _report(context, run, metrics, meta, _checkpoint_due(epoch, config.epochs, settings))
