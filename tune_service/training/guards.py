@@ -3,7 +3,8 @@
 - A non-finite training or validation loss ends the trial at that epoch, before the epoch is reported,
   so a diverged trial can never be chosen as best. The losses are checked once per epoch, after the
   all-reduce, so every rank sees the same values and stops together (no rank waits on a collective)
-  and the hot loop gains no host sync.
+  and the hot loop gains no host sync. Under fp16 only the validation loss counts: an overflowing
+  training step is the GradScaler's to skip, and it leaves the weights (so validation) finite.
 - A metric the sweep optimises (``metric.name``) that the task never reports is caught at the first
   report, naming what it did report, instead of a sweep that ends with no best trial.
 """
@@ -24,9 +25,11 @@ class MissingMetric(RuntimeError):
     """The task's reports lack the metric the sweep optimises. Picklable."""
 
 
-def check_finite_losses(metrics: Mapping[str, Any], epoch: int) -> None:
-    """Raise :class:`NonFiniteLoss` (``non-finite loss at epoch 3: train_loss nan``) when a loss is not finite."""
-    bad = [f"{name} {metrics[name]}" for name in LOSSES
+def check_finite_losses(metrics: Mapping[str, Any], epoch: int, precision: str = "fp32") -> None:
+    """Raise :class:`NonFiniteLoss` (``non-finite loss at epoch 3: train_loss nan``) when a loss is not
+    finite (under ``precision`` fp16, the validation loss only)."""
+    checked = ("val_loss",) if precision == "fp16" else LOSSES
+    bad = [f"{name} {metrics[name]}" for name in checked
            if isinstance(metrics.get(name), float) and not math.isfinite(metrics[name])]
     if bad:
         raise NonFiniteLoss(f"non-finite loss at epoch {epoch}: {', '.join(bad)}; lower the learning rate "

@@ -212,7 +212,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
             log.info("resuming at epoch %d from the checkpoint of epoch %d", run.epochs_done + 1, run.epochs_done)
         for epoch in range(run.epochs_done + 1, config.epochs + 1):
             metrics = _train_and_evaluate(run, epoch, settings.profile_steps if epoch == 1 else 0, context.output_dir)
-            check_finite_losses(metrics, epoch)  # same values on every rank: all ranks stop here together
+            check_finite_losses(metrics, epoch, run.precision.name)  # same on every rank: all stop together
             meta = {"task": config.task.reference, "hparams": dict(run.hparams), "precision": run.precision.name,
                     "world_size": run.ranks.world_size, "batch": asdict(run.loaders.batch)}
             _report(context, run, metrics, meta, _checkpoint_due(epoch, config.epochs, settings))
