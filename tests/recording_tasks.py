@@ -244,3 +244,29 @@ class DivergingDigits(Digits):
         if self.evaluating:
             self.epoch, self.evaluating = self.epoch + 1, False
         return loss * float("nan") if 0 < self.diverge_at <= self.epoch else loss
+
+
+class RankKillingDigits(Digits):
+    """Digits whose rank 1 kills its own process with SIGKILL at training batch ``kill_at_batch`` of an
+    attempt, in the first attempt only (``kill: once``) or in every attempt (``kill: always``). Every rank
+    process appends one byte per training batch to ``record_dir/kill=MODE-attempt=N-pid=PID``."""
+
+    attempts: dict[int, int] = {}  # pid -> the attempt it belongs to (decided at its first batch)
+
+    def augment(self, inputs, targets, config):
+        import signal
+
+        import torch.distributed as dist
+
+        record_dir, mode = Path(config["record_dir"]), config["kill"]
+        killed = record_dir / f"kill={mode}-killed"
+        attempt = self.attempts.setdefault(os.getpid(), 1 + (len(killed.read_bytes()) if killed.exists() else 0))
+        record = record_dir / f"kill={mode}-attempt={attempt}-pid={os.getpid()}"
+        with open(record, "ab") as f:
+            f.write(b".")
+        last_attempt_to_kill = 1 if mode == "once" else 10**6
+        if dist.get_rank() == 1 and record.stat().st_size == config["kill_at_batch"] and attempt <= last_attempt_to_kill:
+            with open(killed, "ab") as f:
+                f.write(b"x")  # one byte per kill: the next attempt's number
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().augment(inputs, targets, config)

@@ -67,7 +67,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     spec = plan.spec
     searcher, _ = registry.build_searcher(spec)
     template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
-                             training=spec.training, metric=spec.metric.name)
+                             training=spec.training, metric=spec.metric.name,
+                             max_failures=spec.failure.max_failures)
 
     def run_trial(config: dict[str, Any]) -> None:
         template(config)

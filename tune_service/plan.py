@@ -65,6 +65,7 @@ class SweepPlan:
             f"cluster      {self.cluster.describe()}",
             f"training     {_describe_training(s.training)}",
             f"concurrency  {self.max_concurrent} trial(s) at once",
+            f"failures     a trial's ranks restart from its last checkpoint up to {s.failure.max_failures} time(s)",
             f"budget       {_describe_budget(self.schedule)}",
             f"seed         {s.seed}",
             f"wandb        {_describe_wandb(s)}",

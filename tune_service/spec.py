@@ -34,7 +34,7 @@ SCHEDULERS = ("asha", "hyperband", "fifo")
 WANDB_AGENT_KEYS = ("program", "command")
 _TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
-    "resources", "training", "wandb", "seed", "project", "entity", *WANDB_AGENT_KEYS,
+    "resources", "training", "wandb", "seed", "project", "entity", "failure", *WANDB_AGENT_KEYS,
 )
 _EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 _TRAINING_KEYS = (
@@ -84,6 +84,14 @@ class ResourceSpec:
 
 
 @dataclass(frozen=True)
+class FailureSpec:
+    """What happens when a trial's DDP job fails (a rank killed, a node lost): its worker group is
+    restarted from the trial's latest checkpoint up to ``max_failures`` times, then the trial fails."""
+
+    max_failures: int = 0
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A fully validated sweep. Build it with :func:`load_spec`; never mutate it."""
 
@@ -99,6 +107,7 @@ class SweepSpec:
     seed: int = 0
     description: str = ""
     wandb: WandbSettings = field(default_factory=WandbSettings)
+    failure: FailureSpec = field(default_factory=FailureSpec)
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -239,6 +248,7 @@ class _Validator:
         seed = self._int("seed", raw.get("seed", 0), minimum=0)
         wandb = self._wandb(raw.get("wandb", {}), raw)
         run_cap = self._run_cap(raw.get("run_cap"), method)
+        failure = self._failure(raw.get("failure", {}))
         if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
             self.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
                                     f"`distribution`), got only constants; use method random or grid")
@@ -248,7 +258,7 @@ class _Validator:
         return SweepSpec(
             name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters,
             task=task, scheduler=scheduler, resources=resources, training=training, seed=seed,
-            description=description, wandb=wandb, notes=tuple(self.notes), source=copy.deepcopy(raw),
+            description=description, wandb=wandb, failure=failure, notes=tuple(self.notes), source=copy.deepcopy(raw),
         )
 
     # -- scalars ----------------------------------------------------------------------------------
@@ -393,6 +403,13 @@ class _Validator:
         if eta is not None and eta <= 1:
             self.fail("scheduler.reduction_factor", f"must be > 1, got {eta}")
         return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or 3)
+
+    def _failure(self, raw: Any) -> FailureSpec:
+        if not isinstance(raw, dict):
+            self.fail("failure", f"must be a mapping such as {{max_failures: 2}}, got {raw!r}")
+            return FailureSpec()
+        self._unknown_keys("failure", raw, ("max_failures",))
+        return FailureSpec(max_failures=self._int("failure.max_failures", raw.get("max_failures", 0), minimum=0))
 
     def _resources(self, raw: Any) -> ResourceSpec:
         if not isinstance(raw, dict):

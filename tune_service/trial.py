@@ -92,6 +92,8 @@ class TrialTemplate:
     training: TrainingSettings = field(default_factory=TrainingSettings)
     #: The metric the sweep optimises: a trial whose first report lacks it fails at once.
     metric: str = "val_loss"
+    #: Restarts of the trial's worker group (from its latest checkpoint) before the trial fails.
+    max_failures: int = 0
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial (the Tune function trainable).
@@ -141,6 +143,9 @@ class TrialTemplate:
                 callbacks=[_relay_callback(self.metric)],
                 # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
                 checkpoint_config=train.CheckpointConfig(num_to_keep=2),
+                # A rank that dies (killed, its node lost) restarts the whole worker group, which
+                # resumes from the latest checkpoint, not from epoch 0.
+                failure_config=train.FailureConfig(max_failures=self.max_failures),
                 # Train logs every report at INFO on every rank; the trial's progress is Tune's to show.
                 logging_config=train.LoggingConfig(log_level="WARNING"),
             ),
@@ -153,8 +158,11 @@ class TrialTemplate:
         from tune_service.training.loop import fit
 
         # Ray Train hands ``train_loop_config`` to every rank as a dict; ``fit`` rebuilds its TrialConfig.
+        storage_path, filesystem = _persistent_trial_storage()
+        local = getattr(filesystem, "type_name", "") == "local"  # ranks read it directly: local or shared paths
         return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
-                     "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir}
+                     "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir,
+                     "checkpoint_root": f"{storage_path}/{TRAIN_RUN_NAME}" if local else None}
 
 
 def _redeliver_checkpointed_report() -> None:

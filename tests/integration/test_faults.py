@@ -3,6 +3,8 @@ and the other trials go on."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import tune_service
@@ -34,3 +36,35 @@ def test_a_metric_the_task_never_reports_fails_the_trial_at_its_first_report(ray
     assert trial.error.startswith("MissingMetric: metric.name: the task never reported 'accuracy'; its first report "
                                   "had: ") and "val_accuracy" in trial.error
     assert result.best is None
+
+
+def test_a_killed_rank_restarts_the_trial_from_its_checkpoint_up_to_max_failures(ray_cluster, tmp_path):
+    from tune_service.tasks.digits import load_digits_tensors
+
+    records = tmp_path / "batches"
+    records.mkdir()
+    spec = {"name": "killed", "task": "recording_tasks:RankKillingDigits", "method": "grid",
+            "metric": {"name": "val_accuracy", "goal": "maximize"}, "scheduler": {"type": "fifo", "max_t": 3},
+            "failure": {"max_failures": 1},
+            "parameters": {"kill": {"values": ["once", "always"]}, "record_dir": {"value": str(records)},
+                           "kill_at_batch": {"value": 40}, "batch_size": {"value": 64}}}
+    result = tune_service.run(spec, storage=tmp_path, name="killed", verbose=0)
+    trials = {t.config["kill"]: t for t in result.trials}
+    per_epoch = math.ceil(math.ceil(len(load_digits_tensors()[0]) / 2) / 32)  # batches per rank and epoch
+    # The kill comes in epoch 2, well after epoch 1's checkpoint: Ray Train's controller registers a
+    # reported checkpoint at its next poll, and a rank that dies before that poll restarts without it.
+    assert per_epoch + 10 < 40 <= 2 * per_epoch
+
+    once = trials["once"]
+    assert (once.status, once.epochs) == ("completed", 3)
+    first = sorted(f.stat().st_size for f in records.glob("kill=once-attempt=1-*"))
+    second = sorted(f.stat().st_size for f in records.glob("kill=once-attempt=2-*"))
+    assert len(first) == 2 and max(first) == 40  # both ranks of the first attempt; rank 1 died at batch 40
+    assert second == [2 * per_epoch, 2 * per_epoch]  # the restarted ranks trained epochs 2 and 3 only
+
+    always = trials["always"]
+    # Killed in each of its 1 + max_failures attempts, then failed with Ray Train's reason.
+    assert always.status == "failed" and "WorkerGroupError" in always.error
+    assert len(list(records.glob("kill=always-attempt=2-*"))) == 2
+    assert not list(records.glob("kill=always-attempt=3-*"))
+    assert result.best.trial_id == once.trial_id

@@ -38,17 +38,35 @@ class TrainContext(Protocol):
 class RayTrainContext:
     """The context of a rank in a Ray Train worker group."""
 
-    def __init__(self, output_dir: str | None = None):
+    def __init__(self, output_dir: str | None = None, checkpoint_root: str | None = None):
         import ray.train.torch
 
         self.device = ray.train.torch.get_device()
         self.output_dir = Path(output_dir) if output_dir else None
+        self.checkpoint_root = Path(checkpoint_root) if checkpoint_root else None
 
     def restored_state(self) -> dict[str, Any] | None:
+        """The checkpoint Ray Train hands back, or else the newest complete one in the run's storage.
+
+        Ray Train registers a reported checkpoint at its controller's next poll of the ranks; a rank
+        that dies before that poll gets a restarted worker group with no checkpoint, although rank 0
+        had already written it to storage. Reading storage (on a local or shared path) closes that gap.
+        """
         import ray.train
 
         checkpoint = ray.train.get_checkpoint()
-        return None if checkpoint is None else load_state(checkpoint, map_location=self.device)
+        if checkpoint is not None:
+            return load_state(checkpoint, map_location=self.device)
+        if self.checkpoint_root is None or not self.checkpoint_root.is_dir():
+            return None
+        # Ray names checkpoint directories by time, so the newest is last; one whose copy into storage
+        # was cut off does not load, and the one before it is used.
+        for state_file in sorted(self.checkpoint_root.glob(f"checkpoint_*/{STATE_FILE}"), reverse=True):
+            try:
+                return load_state(state_file.parent, map_location=self.device)
+            except Exception:  # noqa: BLE001 - a truncated file raises whatever torch.load meets
+                continue
+        return None
 
     def checkpoint_dir(self, epoch: int) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))

@@ -53,6 +53,9 @@ class TrialConfig:
     cpus_per_rank: float = 1
     #: The trial's directory, for artifacts such as profiler traces.
     output_dir: str | None = None
+    #: The Ray Train run's directory in the experiment's storage, where its checkpoints are (local or
+    #: shared paths only): what a restarted worker group resumes from if Ray Train hands it none.
+    checkpoint_root: str | None = None
 
 
 @dataclass
@@ -199,7 +202,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     """
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
-    context = context if context is not None else RayTrainContext(config.output_dir)
+    context = context if context is not None else RayTrainContext(config.output_dir, config.checkpoint_root)
     ranks = rank_info()
     log = log_from_main_rank_only(ranks)
     device, settings = context.device, config.settings
