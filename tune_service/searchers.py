@@ -121,8 +121,8 @@ class TrialConfigs(Searcher):
         self.running.discard(trial_id)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
-    # HyperBand (see registry.PausingHyperBand) and HyperBand-for-BOHB report pauses and resumptions
-    # here; TuneBOHB keeps paused trials apart too.
+    # Our HyperBand schedulers (registry._hyperband) report pauses and resumptions here;
+    # TuneBOHB keeps paused trials apart too.
     def on_pause(self, trial_id: str) -> None:
         self.running.discard(trial_id)
         if hasattr(self.inner, "on_pause"):

@@ -127,8 +127,11 @@ class TrialTemplate:
         from ray import train
         from ray.train.torch import TorchTrainer
 
-        worker_fn, worker_config = self._worker(hparams, training, trial_dir)
         storage_path, storage_filesystem = _persistent_trial_storage()
+        # Ranks read checkpoints from storage themselves only where it is a path they can open.
+        local = getattr(storage_filesystem, "type_name", "") == "local"
+        checkpoint_root = f"{storage_path}/{TRAIN_RUN_NAME}" if local else None
+        worker_fn, worker_config = self._worker(hparams, training, trial_dir, checkpoint_root)
         r = self.resources
         use_gpu = r.gpus_per_worker > 0
         per_worker = {"CPU": r.cpus_per_worker, **({"GPU": r.gpus_per_worker} if use_gpu else {})}
@@ -152,17 +155,16 @@ class TrialTemplate:
         )
         trainer.fit()
 
-    def _worker(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str) -> tuple[Callable, Any]:
+    def _worker(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str,
+                checkpoint_root: str | None) -> tuple[Callable, Any]:
         if self.task.train_loop is not None:
             return self.task.train_loop, hparams  # a user's own train_loop_per_worker, run unchanged
         from tune_service.training.loop import fit
 
         # Ray Train hands ``train_loop_config`` to every rank as a dict; ``fit`` rebuilds its TrialConfig.
-        storage_path, filesystem = _persistent_trial_storage()
-        local = getattr(filesystem, "type_name", "") == "local"  # ranks read it directly: local or shared paths
         return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
                      "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir,
-                     "checkpoint_root": f"{storage_path}/{TRAIN_RUN_NAME}" if local else None}
+                     "checkpoint_root": checkpoint_root}
 
 
 def _redeliver_checkpointed_report() -> None:
