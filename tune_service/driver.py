@@ -4,10 +4,13 @@ the one place with side effects: it connects to (or starts) Ray, runs the Tuner,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -165,7 +168,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         callbacks = [statuses] + ([tracker] if tracker else [])
         recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
-        grid = tuner.fit()
+        with _sigterm_as_ctrl_c():
+            grid = tuner.fit()
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=statuses.unfinished)
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
@@ -181,6 +185,21 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
             tracker.close()
         if started_here:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """While Tune runs, a terminated driver (Ray Jobs' stop, a container's shutdown, ``kill``) stops as
+    Ctrl+C does: Tune saves the experiment's state and the summary records what finished. Installed
+    after ``ray.init``, whose own SIGTERM handler exits at once; signals belong to the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:

@@ -132,7 +132,8 @@ def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, An
     """Read, override and validate a sweep spec.
 
     Args:
-        source: a path to a YAML file, or an already parsed mapping (a Python dict).
+        source: a path to a YAML file, an inline YAML or JSON mapping (text starting with ``{``), or an
+            already parsed mapping (a Python dict).
         overrides: dotted keys set on the raw document before validation, e.g.
             ``{"run_cap": 4, "scheduler.max_t": 3}`` (what ``tune-run --set`` passes).
 
@@ -164,24 +165,34 @@ def parse_override(text: str) -> tuple[str, Any]:
 def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
     if isinstance(source, Mapping):
         return dict(source), "sweep"
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        # An inline mapping (YAML flow style, so JSON too): how a submitted sweep's spec travels in its
+        # Ray Job's entrypoint, where no file of the submitter's exists.
+        return _parse(source, "inline spec"), "sweep"
     path = Path(source)
     if not path.is_file():
         raise SpecError([Problem("", f"spec file not found: {str(path)!r}")])
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise SpecError([Problem("", f"spec file must be at most {MAX_SPEC_BYTES} bytes, got {path.stat().st_size}")])
-    text = path.read_text(encoding="utf-8")
+    return _parse(path.read_text(encoding="utf-8"), path.name), path.stem
+
+
+def _parse(text: str, label: str) -> dict:
+    """The mapping a spec's YAML text holds; ``label`` names the text in errors (its file name)."""
+    if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+        raise SpecError([Problem("", f"{label} must be at most {MAX_SPEC_BYTES} bytes, got {len(text.encode())}")])
     try:
         doc = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: a spec must not be able to run code
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         reason = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise SpecError([Problem("", f"{path.name}: invalid YAML{where}: {reason}")]) from None
+        raise SpecError([Problem("", f"{label}: invalid YAML{where}: {reason}")]) from None
     except RecursionError:
-        raise SpecError([Problem("", f"{path.name}: document is nested too deeply")]) from None
+        raise SpecError([Problem("", f"{label}: document is nested too deeply")]) from None
     if not isinstance(doc, dict):
-        raise SpecError([Problem("", f"{path.name}: must be a mapping of keys to values, got {type(doc).__name__}")])
-    return doc, path.stem
+        raise SpecError([Problem("", f"{label}: must be a mapping of keys to values, got {type(doc).__name__}")])
+    return doc
 
 
 class _SpecLoader(yaml.SafeLoader):

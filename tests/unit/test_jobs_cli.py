@@ -1,0 +1,50 @@
+"""The cluster commands' refusals, without a cluster: a bad spec is refused before anything is
+submitted, an unreachable Jobs API is one line, and a spec can travel inline (as in a job's entrypoint)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tune_service import cli
+from tune_service.errors import SpecError
+from tune_service.jobs import jobs_address
+from tune_service.spec import load_spec
+
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+def test_a_bad_spec_is_refused_before_the_cluster_is_contacted(tmp_path, capsys):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("method: random\nparameters: {lr: {min: 1, max: 0}}\n")
+    assert cli.main(["submit", str(spec), "--storage", str(tmp_path), "--address", UNREACHABLE]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "parameters.lr" in err and "Jobs API" not in err
+
+
+@pytest.mark.parametrize("command", [["status", "raysubmit_x"], ["logs", "raysubmit_x"], ["stop", "raysubmit_x"],
+                                     ["results", "raysubmit_x"]])
+def test_an_unreachable_jobs_api_is_one_line_and_exit_code_2(command, capsys):
+    assert cli.main([*command, "--address", UNREACHABLE]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: address: cannot reach the Ray Jobs API at '{UNREACHABLE}': "
+                   f"Failed to connect to Ray at address: {UNREACHABLE}."]
+
+
+def test_a_spec_given_inline_loads_as_its_file_would(tmp_path):
+    doc = {"method": "random", "run_cap": 3, "parameters": {"lr": {"min": 0.001, "max": 0.1}}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(doc))
+    assert load_spec(json.dumps(doc)) == load_spec(path)
+    with pytest.raises(SpecError, match="inline spec: invalid YAML at line 1"):
+        load_spec('{"method": "random", ')
+
+
+def test_the_jobs_address_follows_rays_environment_variables(monkeypatch):
+    monkeypatch.delenv("RAY_API_SERVER_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # a GCS address, not the Jobs API: ignored
+    assert jobs_address(None) == "http://127.0.0.1:8265"
+    monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")
+    assert jobs_address(None) == "http://head:8265"
+    assert jobs_address("http://other:8265") == "http://other:8265"
