@@ -270,3 +270,16 @@ class RankKillingDigits(Digits):
                 f.write(b"x")  # one byte per kill: the next attempt's number
             os.kill(os.getpid(), signal.SIGKILL)
         return super().augment(inputs, targets, config)
+
+
+class SecretLeakingDigits(Digits):
+    """Digits that fails with an error quoting a secret, as a task whose login is refused would: the
+    secret is read from the file ``secret_file`` (the ranks of the shared test Ray do not see
+    environment variables set after it started), so no config holds it. ``fail: false`` trains."""
+
+    def model(self, config):
+        if config.get("fail", True):
+            secret = Path(config["secret_file"]).read_text().strip()
+            raise PermissionError(f"login refused: the server rejected token {secret} for this dataset")
+        return super().model(config)
+

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from tune_service import registry, results
+from tune_service import redaction, registry, results
 from tune_service.errors import TuneServiceError
 from tune_service.plan import SweepPlan, make_plan
 from tune_service.resources import from_ray
@@ -69,12 +69,14 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     from ray import tune
     spec = plan.spec
     searcher, _ = registry.build_searcher(spec)
+    fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
     template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
                              training=spec.training, metric=spec.metric.name,
-                             max_failures=spec.failure.max_failures)
+                             max_failures=spec.failure.max_failures, secrets=fingerprints)
 
     def run_trial(config: dict[str, Any]) -> None:
-        template(config)
+        with redaction.redacted_errors(fingerprints):  # before Ray writes the error (error.txt, logs)
+            template(config)
 
     tune_config = tune.TuneConfig(
         metric=spec.metric.name,
@@ -119,6 +121,7 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
         spec = load_spec(spec, {**(overrides or {}), **more_overrides})
     elif overrides or more_overrides:
         raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
+    redaction.refuse_secrets_in_spec(spec.source)  # what a spec holds is saved, by us and by Ray
     experiment_dir = _new_experiment_dir(storage, name or experiment_name(spec))
     return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
 
@@ -206,6 +209,7 @@ def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
     """What :func:`resume` needs: the spec as loaded (overrides applied) and whether a task object was used."""
     experiment_dir.mkdir(parents=True, exist_ok=True)
     saved = {"spec": spec.source, "task_object": None if task is None else repr(task)}
+    saved = redaction.redact(saved, by_name=False)  # resume needs the spec's values as they are
     results.atomic_write(experiment_dir / SWEEP_FILE, json.dumps(saved, indent=2, default=str) + "\n")
 
 
@@ -223,6 +227,9 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     The embedded Ray's workers get this process's ``sys.path``, so a task module the driver can
     import (``mypkg.tasks:MyTask``) imports on every rank too; Ray itself passes on only the script's
     directory and the working directory.
+
+    The embedded Ray listens on loopback only (its GCS, raylet, workers, dashboard and agents) and
+    keeps Ray's token authentication on (see :func:`_embedded_ray_security`).
     """
     import ray
 
@@ -230,11 +237,57 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(address=address, logging_level=logging.WARNING)
         return
     search_path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        include_dashboard=True,  # Ray Train's placement-group cleanup uses the state API it serves
-        dashboard_host="127.0.0.1",
-        logging_level=logging.WARNING,
-        runtime_env={"env_vars": {"PYTHONPATH": search_path}},
-    )
+    with _embedded_ray_security():
+        port = _free_loopback_port()
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=True,  # Ray Train's placement-group cleanup uses the state API it serves
+            dashboard_host="127.0.0.1",
+            dashboard_port=port,
+            logging_level=logging.WARNING,
+            # The state API's address, told to every worker: without it, Ray Train's placement-group
+            # cleaner looks for the Ray instances of the machine and fails when there are several.
+            runtime_env={"env_vars": {"PYTHONPATH": search_path, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}},
+        )
+
+
+def _free_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _embedded_ray_security():
+    """Around the ``ray.init`` of the embedded Ray: loopback only, and token authentication on.
+
+    Loopback: Ray 2.60 turns a node IP of ``127.0.0.1`` into the machine's address, except in its
+    single-machine mode (its default on macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``):
+    there the node IP is loopback, and every server binds to it instead of all interfaces. That mode
+    is switched on while this Ray starts, and back off afterwards (a later ``address`` connection
+    must advertise the machine's address).
+
+    Token: ``RAY_AUTH_MODE=token``, whatever the environment said; the token is ``RAY_AUTH_TOKEN``,
+    or the user's ``RAY_AUTH_TOKEN_PATH``, else a new random one put in ``RAY_AUTH_TOKEN`` of this
+    process (Ray's processes inherit it): it is never written to a file (Ray's default would write
+    ``~/.ray/auth_token``), and as an environment variable named like a token it is redacted from
+    everything tune-service writes.
+    """
+    import secrets
+
+    from ray._private import ray_constants
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    Config.initialize("")  # as Ray does when it turns token mode on: this process's config sees it
+    AuthenticationTokenLoader.instance().reset_cache()
+    cluster_mode, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster_mode

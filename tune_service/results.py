@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tune_service.errors import TuneServiceError
+from tune_service.redaction import redact, redact_text
 from tune_service.spaces import plain
 
 SUMMARY_FILE = "summary.json"
@@ -169,7 +170,7 @@ def one_line_error(error: BaseException) -> str:
         cause = inner
     text = str(cause).strip().splitlines()
     last = next((line for line in reversed(text) if line.strip()), type(cause).__name__)
-    return f"{type(cause).__name__}: {last.strip()}"[:500]
+    return redact_text(f"{type(cause).__name__}: {last.strip()}")[:500]
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -187,12 +188,13 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write(result: SweepResult) -> None:
-    """Write ``summary.json`` and ``best_config.yaml`` into the experiment directory."""
+    """Write ``summary.json`` and ``best_config.yaml`` into the experiment directory, secrets redacted
+    (:mod:`tune_service.redaction`)."""
     directory = Path(result.experiment_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / SUMMARY_FILE, json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+    atomic_write(directory / SUMMARY_FILE, json.dumps(redact(result.to_dict()), indent=2, sort_keys=False) + "\n")
     if result.best is not None:
-        atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(result.best.config, sort_keys=True))
+        atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(redact(result.best.config), sort_keys=True))
 
 
 def load(experiment_dir: str | os.PathLike) -> SweepResult:

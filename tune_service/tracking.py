@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
 
 from tune_service.callbacks import DriverCallback
+from tune_service.redaction import redact, redact_text
 from tune_service.results import TUNE_KEYS, one_line_error
 from tune_service.spaces import plain
 from tune_service.tracking_settings import WandbSettings, resolve_mode
@@ -115,7 +116,7 @@ class _Writer:
                 self._broken.add(key)
                 reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 log.warning("wandb: %s of run %s failed (%s: %s); the sweep goes on without this run",
-                            action, key, type(error).__name__, reason[:300])
+                            action, key, type(error).__name__, redact_text(reason)[:300])
 
     def close(self, timeout: float) -> bool:
         """Wait for the queued calls; False if they did not finish within ``timeout`` seconds."""
@@ -171,8 +172,9 @@ class WandbTracker(DriverCallback):
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         s = self.settings
         return wandb.init(
-            project=s.project, entity=s.entity, group=s.group, job_type=job_type, tags=list(tags), name=name,
-            id=run_id_, resume="allow", config=dict(config), dir=str(self.experiment_dir), mode=self.mode,
+            project=s.project, entity=s.entity, group=s.group, job_type=job_type, tags=list(tags),
+            name=redact_text(name), id=run_id_, resume="allow", config=redact(dict(config)),
+            dir=str(self.experiment_dir), mode=self.mode,
             reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", init_timeout=s.init_timeout, save_code=False,
                                     disable_git=True, x_disable_stats=True),
@@ -272,7 +274,7 @@ class WandbTracker(DriverCallback):
         config_keys = sorted({k for t in trials for k in _flatten(t.config)})
         metric_keys = sorted({k for t in trials for k, v in t.metrics.items() if isinstance(v, (int, float))})
         columns = ["trial_id", "status", "epochs", *config_keys, *metric_keys]
-        rows = [[t.trial_id, t.status, t.epochs, *(_flatten(t.config).get(k) for k in config_keys),
+        rows = [[t.trial_id, t.status, t.epochs, *(_flatten(redact(t.config)).get(k) for k in config_keys),
                  *(t.metrics.get(k) for k in metric_keys)] for t in trials]
         best = outcome.best
         counts = {s: sum(t.status == s for t in trials) for s in ("completed", "stopped", "failed")}
@@ -285,7 +287,7 @@ class WandbTracker(DriverCallback):
                              (*self.settings.tags, "sweep-summary"))
             run.log({"trials": wandb.Table(columns=columns, data=rows)})
             run.summary.update({"trial_counts": counts, "best_trial_id": best.trial_id if best else None,
-                                "best_config": best.config if best else None,
+                                "best_config": redact(best.config) if best else None,
                                 f"best_{outcome.metric}": best.metrics.get(outcome.metric) if best else None})
             run.finish()
 
@@ -337,8 +339,15 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _error_line(trial: Any) -> str:
-    """The trial's error on one line, read back from what Tune stored."""
+    """The trial's error on one line, read back from what Tune stored: when a trial errs, Tune has
+    written its error into the trial's local directory, and copies it to storage only later."""
     try:
+        local = getattr(trial, "pickled_error_file", None)
+        if local and os.path.isfile(local):
+            import ray.cloudpickle
+
+            with open(local, "rb") as f:
+                return one_line_error(ray.cloudpickle.load(f))
         error = trial.get_pickled_error()
         if error is not None:
             return one_line_error(error)
@@ -346,4 +355,4 @@ def _error_line(trial: Any) -> str:
     except Exception:  # noqa: BLE001 - reading the error back must not fail the sweep
         text = ""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[-1][:500] if lines else "failed"
+    return redact_text(lines[-1])[:500] if lines else "failed"

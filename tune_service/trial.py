@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from numbers import Number
 from typing import Any, Callable
 
+from tune_service.redaction import scrubbing
 from tune_service.registry import TIME_ATTR
 from tune_service.spaces import plain
 from tune_service.spec import ResourceSpec
@@ -94,6 +95,9 @@ class TrialTemplate:
     metric: str = "val_loss"
     #: Restarts of the trial's worker group (from its latest checkpoint) before the trial fails.
     max_failures: int = 0
+    #: The driver's secrets, as :class:`~tune_service.redaction.Fingerprints`: a rank's error that
+    #: quotes one is scrubbed in the rank, before Ray Train logs it and hands it on.
+    secrets: Any = None
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial (the Tune function trainable).
@@ -132,6 +136,7 @@ class TrialTemplate:
         local = getattr(storage_filesystem, "type_name", "") == "local"
         checkpoint_root = f"{storage_path}/{TRAIN_RUN_NAME}" if local else None
         worker_fn, worker_config = self._worker(hparams, training, trial_dir, checkpoint_root)
+        worker_fn = scrubbing(worker_fn, self.secrets)
         r = self.resources
         use_gpu = r.gpus_per_worker > 0
         per_worker = {"CPU": r.cpus_per_worker, **({"GPU": r.gpus_per_worker} if use_gpu else {})}
