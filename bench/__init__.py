@@ -1,0 +1,1 @@
+"""The tune-service benchmark suite: ``python bench/run.py [--quick] [NAME ...]`` (or ``python -m bench``)."""

@@ -1,0 +1,119 @@
+"""Run the benchmark suite, or some of its benchmarks, and print each one's figures beside its anchor.
+
+    python bench/run.py                 # the whole suite (about 20 minutes on 2 cores)
+    python bench/run.py --quick         # smaller sizes and fewer seeds (a few minutes), flagged quick
+    python bench/run.py ddp_in_trial known_optimum
+    python bench/run.py trial_overhead train_overhead   # the two earlier scripts, summarised
+    python bench/run.py --list
+
+Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):
+its figures (anchor, tune-service, target, met), the sizes and seeds, the raw measurements, the
+machine and the date. ``bench/results/suite.json`` records the last whole-suite run's wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import QUICK_RESULTS_DIR, RESULTS_DIR, print_table, write_result  # noqa: E402
+
+#: In the order the suite runs them. The two last are the earlier standalone scripts, run as they are
+#: (they write their own files) and summarised here; they run only when named (their figures are
+#: covered by ddp_in_trial and service_overhead, and together they take about 3.5 minutes).
+BENCHMARKS = {
+    "service_overhead": "bench.service_overhead",
+    "ddp_in_trial": "bench.ddp_in_trial",
+    "utilisation": "bench.utilisation",
+    "search_efficiency": "bench.search_efficiency",
+    "known_optimum": "bench.known_optimum",
+    "gpu_amp": "bench.gpu_amp",
+    "trial_overhead": "bench.legacy",
+    "train_overhead": "bench.legacy",
+}
+NAMED_ONLY = ("trial_overhead", "train_overhead")
+
+
+def run_one(name: str, quick: bool) -> dict:
+    module = importlib.import_module(BENCHMARKS[name])
+    print(f"\n## {name}{' (quick)' if quick else ''}", flush=True)
+    started = time.perf_counter()
+    payload = module.run(quick, name) if BENCHMARKS[name] == "bench.legacy" else module.run(quick)
+    wall_s = time.perf_counter() - started
+    path = write_result(name, quick, payload, wall_s)
+    print_table(f"{name}: {wall_s:.0f} s, written {path.relative_to(RESULTS_DIR.parent.parent)}", payload["figures"])
+    return {"wall_s": round(wall_s, 1), "figures": payload["figures"]}
+
+
+def markdown(names: list[str], quick: bool) -> str:
+    """The figures of the saved results of ``names`` as one markdown table."""
+    from bench.common import fmt
+
+    directory = QUICK_RESULTS_DIR if quick else RESULTS_DIR
+    lines = ["| benchmark | figure | anchor | tune-service | target | met? |", "|---|---|---|---:|---|---|"]
+    for name in names:
+        path = directory / f"{name}.json"
+        if not path.exists():
+            continue
+        for f in json.loads(path.read_text())["figures"]:
+            anchor = fmt(f["anchor"], f["unit"]) + (f" ({f['anchor_name']})" if f["anchor_name"] else "")
+            met = {True: "yes", False: "**no**", None: "-"}[f["met"]]
+            value = f["note"] if f["tune_service"] is None and f["note"] else fmt(f["tune_service"], f["unit"])
+            lines.append(f"| {name} | {f['figure']} | {anchor} | {value} | {f['target'] or '-'} | {met} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the tune-service benchmark suite (or named benchmarks).")
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default: all): {', '.join(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="small sizes and 2 seeds: a few minutes; results flagged quick")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the README's Performance table from the saved results and exit (runs nothing)")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(args.names or [n for n in BENCHMARKS if n not in NAMED_ONLY], args.quick))
+        return 0
+    if args.list:
+        for name, module in BENCHMARKS.items():
+            doc = (importlib.import_module(module).__doc__ or "").strip().splitlines()[0]
+            print(f"{name:18} {doc if module != 'bench.legacy' else f'bench/{name}.py, as it is'}")
+        return 0
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    names = args.names or [n for n in BENCHMARKS if n not in NAMED_ONLY]
+    started = time.perf_counter()
+    outcomes, failed = {}, []
+    for name in names:
+        try:
+            outcomes[name] = run_one(name, args.quick)
+        except Exception:  # one broken benchmark does not cost the others' figures
+            traceback.print_exc()
+            failed.append(name)
+    total_s = time.perf_counter() - started
+    print(f"\nsuite: {len(outcomes)} benchmark(s) in {total_s / 60:.1f} min"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    for name, outcome in outcomes.items():
+        for f in outcome["figures"]:
+            status = {True: "met", False: "MISSED", None: "-"}[f["met"]]
+            print(f"  {name:18} {f['figure'][:58]:58} {status}")
+    if not args.names:  # a whole-suite run: record its wall times
+        directory = QUICK_RESULTS_DIR if args.quick else RESULTS_DIR
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "suite.json").write_text(json.dumps({
+            "quick": args.quick, "wall_s": round(total_s, 1), "failed": failed,
+            "benchmarks": {n: o["wall_s"] for n, o in outcomes.items()}}, indent=2) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

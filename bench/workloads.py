@@ -1,0 +1,126 @@
+"""What the benchmarks' trials run. Importable by Ray's workers (``bench.workloads``), so nothing here is
+pickled by value.
+
+- :func:`sleep_epochs`: a trivial timed trial, a plain Ray Train ``train_loop_per_worker`` whose epochs
+  sleep ``epoch_s`` seconds and report; :func:`sleep_epochs_tune` is the same loop as a plain Tune
+  function trainable (no Ray Train).
+- :class:`TiledDigits`: the built-in digits task with its training set repeated ``repeat`` times, so an
+  epoch of the digits CNN lasts about a second instead of a tenth of one.
+- :func:`digits_trial`: one process trains the digits MLP epoch by epoch and reports validation
+  accuracy: the light trainable of the search-efficiency benchmark.
+
+The closed-form functions of the known-optimum benchmark are in :mod:`bench.functions` (numpy only, so
+their trials start without importing torch).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from typing import Any
+
+
+from tune_service.tasks.digits import Digits, load_digits_tensors
+
+# ---------------------------------------------------------------------------- trivial timed trials
+
+
+def sleep_epochs(config: dict[str, Any]) -> None:
+    """``epochs`` epochs of ``epoch_s`` seconds of sleep, each reported (a plain Ray Train loop)."""
+    import ray.train
+
+    for epoch in range(1, int(config["epochs"]) + 1):
+        time.sleep(float(config["epoch_s"]))
+        ray.train.report({"epoch": epoch, "score": float(config.get("x", 0.0))})
+
+
+def sleep_epochs_tune(config: dict[str, Any]) -> None:
+    """:func:`sleep_epochs` as a plain Tune function trainable, in the Tune trial's own process."""
+    from ray import tune
+
+    for epoch in range(1, int(config["epochs"]) + 1):
+        time.sleep(float(config["epoch_s"]))
+        tune.report({"epoch": epoch, "score": float(config.get("x", 0.0))})
+
+
+# ---------------------------------------------------------------------------- digits, longer epochs
+
+class TiledDigits(Digits):
+    """Digits with the training set repeated ``repeat`` times (validation unchanged)."""
+
+    name = "tiled_digits"
+    defaults = {**Digits.defaults, "model": "cnn", "hidden": 32, "repeat": 16}
+
+    def datasets(self, config):
+        from torch.utils.data import TensorDataset
+
+        train, validation = load_digits_tensors()
+        repeat = int(config.get("repeat", 1))
+        inputs, targets = train.tensors
+        return TensorDataset(inputs.repeat(repeat, 1), targets.repeat(repeat)), validation
+
+
+# ---------------------------------------------------------------------------- digits, one process
+
+_DIGITS: dict[str, Any] = {}
+
+
+def _digits_tensors():
+    if not _DIGITS:
+        from tune_service.tasks.digits import load_digits_tensors
+
+        train, validation = load_digits_tensors()
+        _DIGITS.update(train=train.tensors, validation=validation.tensors)
+    return _DIGITS["train"], _DIGITS["validation"]
+
+
+def digits_trial(config: dict[str, Any], seed: int = 0, checkpointing: bool = False) -> None:
+    """Train the digits MLP (the built-in task's model and optimizers) in this one process, one epoch per
+    report: ``epoch``, ``val_accuracy``, ``val_loss``. With ``checkpointing`` every epoch carries a
+    checkpoint and the trial resumes from it (HyperBand pauses trials at its rungs)."""
+    import torch
+    from ray import tune
+
+    from tune_service.tasks.digits import Digits
+    from tune_service.training.optim import make_optimizer
+
+    torch.set_num_threads(1)
+    hparams = {**Digits.defaults, **config}
+    (x_train, y_train), (x_val, y_val) = _digits_tensors()
+    torch.manual_seed(seed)
+    model = Digits().model(hparams)
+    optimizer = make_optimizer(model, hparams, float(hparams["lr"]))
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            state = torch.load(os.path.join(directory, "state.pt"), weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = int(state["epoch"])
+    batch = int(hparams["batch_size"])
+    for epoch in range(start + 1, 10**6):
+        model.train()
+        order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(seed * 1000 + epoch))
+        for index in range(0, len(order), batch):
+            rows = order[index:index + batch]
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x_train[rows]), y_train[rows])
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            outputs = model(x_val)
+            metrics = {"epoch": epoch, "val_accuracy": float((outputs.argmax(1) == y_val).float().mean()),
+                       "val_loss": float(torch.nn.functional.cross_entropy(outputs, y_val))}
+        if not math.isfinite(metrics["val_loss"]):
+            metrics["val_loss"] = 1e9
+        if checkpointing:
+            with tempfile.TemporaryDirectory() as directory:
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
+                           os.path.join(directory, "state.pt"))
+                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+        else:
+            tune.report(metrics)
