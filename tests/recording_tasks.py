@@ -283,3 +283,24 @@ class SecretLeakingDigits(Digits):
             raise PermissionError(f"login refused: the server rejected token {secret} for this dataset")
         return super().model(config)
 
+
+
+class ScoredDigits(SlowDigits):
+    """SlowDigits whose validation ``score`` is its hyperparameter ``quality`` at every epoch, so a
+    scheduler's decisions follow from the configs alone. Every rank process appends one byte per
+    training batch to ``record_dir/quality=Q-pid=PID``."""
+
+    def model(self, config):
+        self.quality = float(config["quality"])
+        return super().model(config)
+
+    def metrics(self, outputs, targets):
+        return {**super().metrics(outputs, targets), "score": torch.tensor(self.quality * targets.shape[0])}
+
+    def augment(self, inputs, targets, config):
+        import time
+
+        time.sleep(0.05)
+        with open(Path(config["record_dir"]) / f"quality={config['quality']}-pid={os.getpid()}", "ab") as record:
+            record.write(b".")
+        return Digits.augment(self, inputs, targets, config)

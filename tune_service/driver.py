@@ -51,20 +51,25 @@ class TunerRecipe:
 
     def restore(self, experiment_dir: str | os.PathLike):
         """The Tuner of an interrupted experiment: unfinished trials resume from their checkpoints;
-        finished and failed ones stay as they were."""
+        finished and failed ones stay as they were. The scheduler is this recipe's (Ray would unpickle
+        the one saved when the experiment began, which knows none of its results)."""
         from ray import tune
 
-        return tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
-                                  restart_errored=False, param_space=self.param_space)
+        tuner = tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
+                                   restart_errored=False, param_space=self.param_space)
+        tuner._local_tuner._tune_config.scheduler = self.tune_config.scheduler  # Ray 2.60 has no public setter
+        return tuner
 
 
 def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
-                verbose: int = 1) -> TunerRecipe:
+                verbose: int = 1, recorded: Mapping[str, Any] | None = None) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
     Args:
         storage: the directory (or URI) that holds experiments; the experiment is ``storage/name``.
         callbacks: Tune callbacks (progress, logging) added to the run.
+        recorded: for a resumed sweep, what its trials reported (:func:`tune_service.replay.read_recorded`),
+            from which the scheduler's records are rebuilt.
     """
     from ray import tune
     spec = plan.spec
@@ -82,7 +87,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         metric=spec.metric.name,
         mode=spec.metric.mode,
         search_alg=searcher,
-        scheduler=registry.build_scheduler(spec),
+        scheduler=registry.build_scheduler(spec, recorded),
         num_samples=plan.num_trials,
         max_concurrent_trials=plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
@@ -156,7 +161,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results."""
     import ray
 
-    from tune_service import tracking
+    from tune_service import last_good, replay, tracking
     from tune_service.callbacks import FinalStatuses
 
     started_here = not ray.is_initialized()
@@ -164,14 +169,20 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         init_ray(address)
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
+    state_keeper = last_good.LastGoodState(experiment_dir)
     try:
         plan = make_plan(spec, from_ray(), task=task)
         if not restore:  # the plan holds: from here on the experiment directory exists
             _write_sweep_file(experiment_dir, spec, task)
-        callbacks = [statuses] + ([tracker] if tracker else [])
-        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose)
+        callbacks = [statuses, state_keeper] + ([tracker] if tracker else [])
+        recorded = None
+        if restore:
+            last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
+            recorded = replay.read_recorded(experiment_dir)
+        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose,
+                             recorded=recorded)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
-        with _sigterm_as_ctrl_c():
+        with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S):
             grid = tuner.fit()
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=statuses.unfinished)
@@ -184,6 +195,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         return outcome
     finally:
         statuses.release()
+        state_keeper.release()
         if tracker is not None:
             tracker.close()
         if started_here:
@@ -203,6 +215,18 @@ def _sigterm_as_ctrl_c():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _environment(**defaults: str):
+    """Environment variables set while the block runs, unless the user set them already."""
+    added = {k: v for k, v in defaults.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:

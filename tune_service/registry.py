@@ -7,7 +7,7 @@ schedulers' clock, so ``max_t`` and ``grace_period`` are counted in epochs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from tune_service import spaces
 from tune_service.spec import SweepSpec
@@ -36,16 +36,25 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     return searcher, trial_count(spec)
 
 
-def build_scheduler(spec: SweepSpec) -> Any:
-    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb)."""
+def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) -> Any:
+    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
+
+    ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.replay.read_recorded`);
+    ASHA's rungs are rebuilt from it. HyperBand's brackets start afresh after a driver crash.
+    """
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     s = spec.scheduler
     if s.type == "fifo":
         return FIFOScheduler()
     if s.type == "asha":
-        return ASHAScheduler(time_attr=TIME_ATTR, max_t=s.max_t, grace_period=s.grace_period,
-                             reduction_factor=s.reduction_factor)
+        asha_args = dict(time_attr=TIME_ATTR, max_t=s.max_t, grace_period=s.grace_period,
+                         reduction_factor=s.reduction_factor)
+        if recorded:
+            from tune_service.replay import ResumedASHA
+
+            return ResumedASHA(dict(recorded), **asha_args)
+        return ASHAScheduler(**asha_args)
     return _hyperband(bohb=spec.searcher == "bohb")(time_attr=TIME_ATTR, max_t=s.max_t,
                                                     reduction_factor=s.reduction_factor)
 
@@ -65,8 +74,11 @@ def _hyperband(bohb: bool):
       out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that
       can no longer fill once no trial is left running;
     - keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive
-      bracket first, HyperBand the bracket without early stopping first.
+      bracket first, HyperBand the bracket without early stopping first;
+    - leaves out of its brackets the finished trials that a resume adds back (Ray saves no scheduler:
+      the brackets of a resumed sweep start afresh with its unfinished and new trials).
     """
+    from ray.tune.experiment import Trial
     from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
     from ray.tune.schedulers.hyperband import _Bracket
 
@@ -84,6 +96,8 @@ def _hyperband(bohb: bool):
 
     class WaitingHyperBand(HyperBandForBOHB):
         def on_trial_add(self, tune_controller, trial):
+            if trial.status in (Trial.TERMINATED, Trial.ERROR):
+                return  # a finished trial that a resume adds back: a bracket would wait for it forever
             if bohb:
                 super().on_trial_add(tune_controller, trial)
             else:

@@ -182,15 +182,26 @@ def _redeliver_checkpointed_report() -> None:
     """
     from ray import tune
 
-    storage_path, filesystem = _persistent_trial_storage()
-    snapshot_path = f"{storage_path}/{TRAIN_RUN_NAME}/{_TRAIN_SNAPSHOT_FILE}"
+    metrics = checkpointed_report(*_persistent_trial_storage())
+    if metrics is not None:
+        tune.report(metrics)
+
+
+def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict[str, Any] | None:
+    """The report that came with the latest checkpoint of the trial whose directory in the
+    experiment's storage is ``trial_storage_path`` (on ``filesystem``, a pyarrow filesystem; the local
+    one by default): where a resumed attempt of the trial starts from. None before its first checkpoint."""
+    if filesystem is None:
+        from pyarrow.fs import LocalFileSystem
+
+        filesystem = LocalFileSystem()
+    snapshot_path = f"{trial_storage_path}/{TRAIN_RUN_NAME}/{_TRAIN_SNAPSHOT_FILE}"
     try:
         with filesystem.open_input_stream(snapshot_path) as stream:
             metrics = json.loads(stream.readall())["latest_checkpoint_result"]["metrics"]
     except (OSError, ValueError, KeyError, TypeError):  # no checkpoint yet (or an unreadable snapshot)
-        return
-    if isinstance(metrics, dict) and TIME_ATTR in metrics:
-        tune.report(dict(metrics))
+        return None
+    return dict(metrics) if isinstance(metrics, dict) and TIME_ATTR in metrics else None
 
 
 def _persistent_trial_storage() -> tuple[str, Any]:

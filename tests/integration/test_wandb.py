@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +13,8 @@ import yaml
 import tune_service
 from tune_service import cli
 from tune_service.tracking import run_id
+from tune_service.trial import checkpointed_report
+from driver_process import signal_driver_when
 from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
@@ -109,12 +107,8 @@ SLOW_SWEEP = {  # grid: three trials with three distinct learning rates
 
 
 def latest_epoch(trial_dir: Path) -> int:
-    """The epoch of the trial's latest checkpoint, from Ray Train's snapshot in the trial's storage."""
-    try:
-        snapshot = json.loads((trial_dir / "ddp" / "checkpoint_manager_snapshot.json").read_text())
-        return int(snapshot["latest_checkpoint_result"]["metrics"]["epoch"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
+    """The epoch of the trial's latest checkpoint (0 before its first)."""
+    return int((checkpointed_report(str(trial_dir)) or {}).get("epoch", 0))
 
 
 def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, capsys):
@@ -124,22 +118,16 @@ def test_an_interrupted_sweep_resumes_into_the_same_runs(ray_cluster, tmp_path, 
     spec.write_text(yaml.safe_dump({**SLOW_SWEEP, "parameters": {**SLOW_SWEEP["parameters"],
                                                                  "record_dir": {"value": str(records)}}}))
     experiment = tmp_path / "runs" / "slow"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(tmp_path / "runs"),
-                               "--name", "slow"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while driver.poll() is None and time.monotonic() < deadline:
-            progress = [latest_epoch(d) for d in experiment.glob("trial_*")]
-            if 4 in progress and any(1 <= e <= 2 for e in progress):  # one trial done, one between epochs
-                driver.send_signal(signal.SIGINT)  # Ctrl+C: Tune saves the experiment's state and stops
-                break
-            time.sleep(0.2)
-        output, _ = driver.communicate(timeout=240)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == cli.EXIT_INTERRUPTED, output[-3000:]
+
+    def one_trial_done_and_one_between_epochs():
+        progress = [latest_epoch(d) for d in experiment.glob("trial_*")]
+        return 4 in progress and any(1 <= e <= 2 for e in progress)
+
+    # Ctrl+C: Tune saves the experiment's state and stops.
+    interrupted = signal_driver_when(spec, tmp_path / "runs", "slow", one_trial_done_and_one_between_epochs,
+                                     signal.SIGINT)
+    output = interrupted.output
+    assert interrupted.returncode == cli.EXIT_INTERRUPTED, output[-3000:]
     assert f"resume with: tune-run --resume {experiment}" in output
     first = json.loads((experiment / "summary.json").read_text())
     statuses = {t["trial_id"]: t["status"] for t in first["trials"]}

@@ -1,0 +1,73 @@
+"""A sweep's driver run as its own process (``python -m tune_service.cli SPEC``), to be signalled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Signalled:
+    returncode: int | None
+    output: str
+    #: The driver's descendants (its embedded Ray, the trials' ranks) when the signal was sent.
+    descendants: list[psutil.Process]
+
+
+def signal_driver_when(spec: Path, storage: Path, name: str, ready: Callable[[], bool], signum: int,
+                       timeout: float = 300) -> Signalled:
+    """Run the driver of ``spec`` (tests/ on its path, for the recording tasks), send it ``signum`` once
+    ``ready()`` holds (polled every 0.2 s), and wait for it to end. It is killed if it is still running."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(storage),
+                               "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    descendants = []
+    try:
+        deadline = time.monotonic() + timeout
+        while driver.poll() is None and time.monotonic() < deadline:
+            if ready():
+                descendants = psutil.Process(driver.pid).children(recursive=True)
+                driver.send_signal(signum)
+                break
+            time.sleep(0.2)
+        output, _ = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.send_signal(signal.SIGKILL)
+            driver.wait()
+    return Signalled(driver.returncode, output, descendants)
+
+
+def command_line(process: psutil.Process) -> str:
+    """The process's command line ('' once it has ended); Ray's processes put their role there."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def still_running(processes: list[psutil.Process], timeout: float) -> list[str]:
+    """The command lines of ``processes`` still running after up to ``timeout`` s (a zombie has ended:
+    with its parent gone, nothing in this container may reap it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for process in processes:
+            try:
+                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                    running.append(command_line(process)[:120])
+            except psutil.Error:
+                pass
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.5)

@@ -1,0 +1,109 @@
+"""The driver killed outright (SIGKILL) in the middle of an ASHA sweep, and the sweep resumed."""
+
+from __future__ import annotations
+
+import math
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tune_service
+from tune_service import cli
+from tune_service.tasks.digits import load_digits_tensors
+from tune_service.trial import checkpointed_report
+from driver_process import command_line, signal_driver_when, still_running
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+#: One trial at a time (2 ranks on 2 CPUs), in this order. ASHA (rungs at epochs 1 and 2, keeping the
+#: better half) stops 0.8 and 0.7 at epoch 1 (below the rung's median), lets 0.95 through, and stops
+#: 0.6, which only a rung holding the results from before the crash can stop.
+QUALITIES = [0.9, 0.8, 0.7, 0.95, 0.6]
+EPOCHS_WITHOUT_A_CRASH = {0.9: 4, 0.8: 1, 0.7: 1, 0.95: 4, 0.6: 1}
+KILLED_DURING = 0.95
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def checkpoint_epochs(experiment: Path) -> dict[float, int]:
+    """quality -> the epoch of the trial's latest checkpoint, for the trials that have one."""
+    found = {}
+    for trial_dir in experiment.glob("trial_*"):
+        report = checkpointed_report(str(trial_dir))
+        if report is not None:
+            found[round(report["val_score"], 4)] = report["epoch"]  # a float32 sum, averaged
+    return found
+
+
+def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_made(ray_cluster, tmp_path):
+    records = tmp_path / "batches"
+    records.mkdir()
+    spec = tmp_path / "scored.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "crashed", "method": "grid", "task": "recording_tasks:ScoredDigits",
+        "metric": {"name": "val_score", "goal": "maximize"},
+        "scheduler": {"type": "asha", "max_t": 4, "grace_period": 1, "reduction_factor": 2},
+        "parameters": {"quality": {"values": QUALITIES}, "record_dir": {"value": str(records)}},
+    }))
+    experiment = tmp_path / "runs" / "crashed"
+    # Killed mid-trial, with epochs still to go.
+    killed = signal_driver_when(spec, tmp_path / "runs", "crashed", signum=signal.SIGKILL, timeout=400,
+                                ready=lambda: checkpoint_epochs(experiment).get(KILLED_DURING) in (1, 2))
+    assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
+    # The embedded Ray and the trial's ranks die with their driver; Ray's dashboard and runtime-env
+    # agents notice their raylet is gone more slowly (they are checked again at the end).
+    agents = [p for p in killed.descendants if command_line(p).startswith(RAY_AGENTS)]
+    assert killed.descendants and not still_running([p for p in killed.descendants if p not in agents], timeout=60)
+
+    before = checkpoint_epochs(experiment)
+    checkpointed = before[KILLED_DURING]
+    trained_before = {f.name: f.stat().st_size for f in records.iterdir()}
+    assert set(before) == {0.9, 0.8, 0.7, 0.95}
+    # As if the driver had died while Ray copied its state into the experiment: the newest state file
+    # is cut in half. Resuming needs the last good copy of it.
+    state = max(experiment.glob("experiment_state-*.json"))
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+
+    assert cli.main(["--resume", str(experiment)]) == 0
+    result = tune_service.load_results(experiment)
+    epochs = {t.config["quality"]: t.epochs for t in result.trials}
+    assert epochs == EPOCHS_WITHOUT_A_CRASH  # ASHA decided as it would have without the crash
+    assert len(list(experiment.glob("trial_*"))) == len(QUALITIES)  # run_cap trials, no more
+    assert {t.status for t in result.trials if t.epochs == 1} == {"stopped"}
+    assert {t.status for t in result.trials if t.epochs == 4} == {"completed"}
+    assert result.best.config["quality"] == KILLED_DURING
+
+    trained_after = {f.name: f.stat().st_size for f in records.iterdir()}
+    per_epoch = math.ceil(math.ceil(len(load_digits_tensors()[0]) / 2) / 32)  # batches per rank and epoch
+    for name, size in trained_after.items():
+        quality = float(name.split("-")[0].split("=")[1])
+        if quality in (0.9, 0.8, 0.7):  # finished before the crash: never trained again
+            assert trained_before.get(name) == size, name
+    resumed = [size for name, size in trained_after.items() if name not in trained_before
+               and name.startswith(f"quality={KILLED_DURING}-")]
+    # The interrupted trial's resumed ranks trained only the epochs after its checkpoint.
+    assert resumed == [(4 - checkpointed) * per_epoch] * 2
+    assert not still_running(agents, timeout=60)
+
+
+def test_a_bohb_sweep_killed_mid_bracket_resumes_and_runs_every_trial(ray_cluster, tmp_path):
+    records = tmp_path / "batches"
+    records.mkdir()
+    spec = tmp_path / "bohb.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "bohb", "method": "bohb", "run_cap": 4, "task": "recording_tasks:ScoredDigits",
+        "metric": {"name": "val_score", "goal": "maximize"},
+        "scheduler": {"type": "hyperband", "max_t": 3, "reduction_factor": 3},
+        "parameters": {"quality": {"min": 0.5, "max": 1.0}, "record_dir": {"value": str(records)}},
+    }))
+    experiment = tmp_path / "runs" / "bohb"
+    # Killed with one trial paused at the bracket's rung and another one running.
+    killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL,
+                                ready=lambda: len(checkpoint_epochs(experiment)) >= 2)
+    assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
+
+    assert cli.main(["--resume", str(experiment)]) == 0
+    result = tune_service.load_results(experiment)
+    assert len(result.trials) == 4 and {t.status for t in result.trials} <= {"completed", "stopped"}
+    assert result.best is not None
