@@ -18,10 +18,11 @@ from driver_process import command_line, signal_driver_when, still_running
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 #: One trial at a time (2 ranks on 2 CPUs), in this order. ASHA (rungs at epochs 1 and 2, keeping the
-#: better half) stops 0.8 and 0.7 at epoch 1 (below the rung's median), lets 0.95 through, and stops
-#: 0.6, which only a rung holding the results from before the crash can stop.
-QUALITIES = [0.9, 0.8, 0.7, 0.95, 0.6]
-EPOCHS_WITHOUT_A_CRASH = {0.9: 4, 0.8: 1, 0.7: 1, 0.95: 4, 0.6: 1}
+#: better half) stops 0.8 and 0.7 at epoch 1, lets 0.95 through, and stops 0.88 at epoch 2. The driver
+#: is killed while 0.95 trains after its epoch-1 checkpoint. Resumed, it reports epoch 1 again; were its
+#: 0.95 all the first rung held, 0.88 would be stopped at epoch 1.
+QUALITIES = [0.9, 0.8, 0.7, 0.95, 0.88]
+EPOCHS_WITHOUT_A_CRASH = {0.9: 4, 0.8: 1, 0.7: 1, 0.95: 4, 0.88: 2}
 KILLED_DURING = 0.95
 RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 
@@ -47,9 +48,8 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
         "parameters": {"quality": {"values": QUALITIES}, "record_dir": {"value": str(records)}},
     }))
     experiment = tmp_path / "runs" / "crashed"
-    # Killed mid-trial, with epochs still to go.
     killed = signal_driver_when(spec, tmp_path / "runs", "crashed", signum=signal.SIGKILL, timeout=400,
-                                ready=lambda: checkpoint_epochs(experiment).get(KILLED_DURING) in (1, 2))
+                                ready=lambda: checkpoint_epochs(experiment).get(KILLED_DURING) == 1)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
     # The embedded Ray and the trial's ranks die with their driver; Ray's dashboard and runtime-env
     # agents notice their raylet is gone more slowly (they are checked again at the end).
@@ -70,7 +70,7 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
     epochs = {t.config["quality"]: t.epochs for t in result.trials}
     assert epochs == EPOCHS_WITHOUT_A_CRASH  # ASHA decided as it would have without the crash
     assert len(list(experiment.glob("trial_*"))) == len(QUALITIES)  # run_cap trials, no more
-    assert {t.status for t in result.trials if t.epochs == 1} == {"stopped"}
+    assert {t.status for t in result.trials if t.epochs < 4} == {"stopped"}
     assert {t.status for t in result.trials if t.epochs == 4} == {"completed"}
     assert result.best.config["quality"] == KILLED_DURING
 
