@@ -40,7 +40,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.replay.read_recorded`);
-    ASHA's rungs are rebuilt from it. HyperBand's brackets start afresh after a driver crash.
+    ASHA's rungs are rebuilt from it; HyperBand's brackets are not (Ray refills them with the trials it adds back).
     """
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
@@ -74,11 +74,8 @@ def _hyperband(bohb: bool):
       out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that
       can no longer fill once no trial is left running;
     - keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive
-      bracket first, HyperBand the bracket without early stopping first;
-    - leaves out of its brackets the finished trials that a resume adds back (Ray saves no scheduler:
-      the brackets of a resumed sweep start afresh with its unfinished and new trials).
+      bracket first, HyperBand the bracket without early stopping first.
     """
-    from ray.tune.experiment import Trial
     from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
     from ray.tune.schedulers.hyperband import _Bracket
 
@@ -96,8 +93,6 @@ def _hyperband(bohb: bool):
 
     class WaitingHyperBand(HyperBandForBOHB):
         def on_trial_add(self, tune_controller, trial):
-            if trial.status in (Trial.TERMINATED, Trial.ERROR):
-                return  # a finished trial that a resume adds back: a bracket would wait for it forever
             if bohb:
                 super().on_trial_add(tune_controller, trial)
             else:
