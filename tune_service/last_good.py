@@ -1,9 +1,10 @@
 """The last good copy of Tune's experiment state, so that a driver killed at any moment can be resumed.
 
 Tune saves its state (``experiment_state-<session>.json``: the trials, their statuses and checkpoints;
-``search_gen_state-<session>.json``: the searcher) into a staging directory, then copies the staging
-directory into the experiment directory in a background thread, file by file. A driver killed during
-that copy leaves a truncated state file in the experiment directory, and ``Tuner.restore`` then fails.
+``searcher-state-<session>.pkl`` and ``search_gen_state-<session>.json``: the searcher) into a staging
+directory, then copies the staging directory into the experiment directory in a background thread, file
+by file. A driver killed during that copy leaves a truncated state file in the experiment directory, and
+``Tuner.restore`` then fails.
 
 :class:`LastGoodState` copies the session's state files, as soon as Tune has written them, into
 ``EXPERIMENT/.last_good/``, each by a write to a temporary file and a rename: whenever the driver dies,
@@ -53,7 +54,8 @@ class LastGoodState(DriverCallback):
 
 def keep_state_files(staging: Path, target: Path) -> None:
     """Copy the newest session's state files from ``staging`` into ``target``, each atomically."""
-    sessions = sorted(m["session"] for p in staging.glob("experiment_state-*.json") if (m := _STATE_FILE.match(p.name)))
+    state_files = (_STATE_FILE.match(p.name) for p in staging.glob("experiment_state-*.json"))
+    sessions = sorted(m["session"] for m in state_files if m)
     if not sessions:
         return
     target.mkdir(parents=True, exist_ok=True)
