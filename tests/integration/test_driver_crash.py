@@ -98,7 +98,7 @@ def test_a_bohb_sweep_killed_mid_bracket_resumes_and_runs_every_trial(ray_cluste
         "parameters": {"quality": {"min": 0.5, "max": 1.0}, "record_dir": {"value": str(records)}},
     }))
     experiment = tmp_path / "runs" / "bohb"
-    # Killed with one trial paused at the bracket's rung and another one running.
+    # Killed once two trials of the first bracket have checkpointed (the first waits at its rung).
     killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL,
                                 ready=lambda: len(checkpoint_epochs(experiment)) >= 2)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
