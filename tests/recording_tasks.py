@@ -220,9 +220,13 @@ class SlowDigits(Digits):
 
         time.sleep(0.05)
         if config.get("record_dir"):
-            with open(Path(config["record_dir"]) / f"lr={config['lr']}-pid={os.getpid()}", "ab") as record:
+            with open(Path(config["record_dir"]) / f"{self.recorded_as(config)}-pid={os.getpid()}", "ab") as record:
                 record.write(b".")
         return super().augment(inputs, targets, config)
+
+    def recorded_as(self, config) -> str:
+        """What names the trial in its record files."""
+        return f"lr={config['lr']}"
 
 
 class DivergingDigits(Digits):
@@ -284,7 +288,6 @@ class SecretLeakingDigits(Digits):
         return super().model(config)
 
 
-
 class ScoredDigits(SlowDigits):
     """SlowDigits whose validation ``score`` is its hyperparameter ``quality`` at every epoch, so a
     scheduler's decisions follow from the configs alone. Every rank process appends one byte per
@@ -297,10 +300,5 @@ class ScoredDigits(SlowDigits):
     def metrics(self, outputs, targets):
         return {**super().metrics(outputs, targets), "score": torch.tensor(self.quality * targets.shape[0])}
 
-    def augment(self, inputs, targets, config):
-        import time
-
-        time.sleep(0.05)
-        with open(Path(config["record_dir"]) / f"quality={config['quality']}-pid={os.getpid()}", "ab") as record:
-            record.write(b".")
-        return Digits.augment(self, inputs, targets, config)
+    def recorded_as(self, config) -> str:
+        return f"quality={config['quality']}"

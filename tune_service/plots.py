@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tune_service.errors import TuneServiceError
-from tune_service.results import SweepResult, rank_trials
+from tune_service.results import TRIAL_RESULTS_FILE, SweepResult, rank_trials, read_trial_results
 
 LEARNING_CURVES = "learning_curves.png"
 PARALLEL_COORDINATES = "parallel_coordinates.png"
@@ -39,17 +39,11 @@ def _pyplot():
 def trial_history(experiment_dir: str | Path, trial_id: str, metric: str) -> list[tuple[int, float]]:
     """``(epoch, metric)`` of every report of a trial, from Tune's ``result.json`` in its directory. A
     resumed trial may repeat an epoch: the last report of each epoch counts."""
-    path = Path(experiment_dir) / f"trial_{trial_id}" / "result.json"
     by_epoch: dict[int, float] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a line cut off by a crash
-                continue
-            value, epoch = row.get(metric), row.get("epoch", row.get("training_iteration"))
-            if isinstance(value, (int, float)) and isinstance(epoch, (int, float)):
-                by_epoch[int(epoch)] = float(value)
+    for row in read_trial_results(Path(experiment_dir) / f"trial_{trial_id}" / TRIAL_RESULTS_FILE):
+        value, epoch = row.get(metric), row.get("epoch", row.get("training_iteration"))
+        if isinstance(value, (int, float)) and isinstance(epoch, (int, float)):
+            by_epoch[int(epoch)] = float(value)
     return sorted(by_epoch.items())
 
 

@@ -15,7 +15,6 @@ Results reported within Tune's last state-save period before the driver died may
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,8 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler
 
 from tune_service.registry import TIME_ATTR
+from tune_service.results import TRIAL_RESULTS_FILE, read_trial_results
 from tune_service.trial import checkpointed_report
-
-RESULT_FILE = "result.json"
 
 
 @dataclass(frozen=True)
@@ -48,23 +46,13 @@ def read_recorded(experiment_dir: Path) -> dict[str, RecordedTrial]:
     """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
     (the last one of a file) is skipped."""
     recorded = {}
-    for result_file in sorted(Path(experiment_dir).glob(f"trial_*/{RESULT_FILE}")):
-        results = tuple(_read_json_lines(result_file))
+    for result_file in sorted(Path(experiment_dir).glob(f"trial_*/{TRIAL_RESULTS_FILE}")):
+        results = tuple(read_trial_results(result_file))
         if not results or "trial_id" not in results[0]:
             continue
         checkpoint = checkpointed_report(str(result_file.parent)) or {}
         recorded[results[0]["trial_id"]] = RecordedTrial(results, int(checkpoint.get(TIME_ATTR, 0)))
     return recorded
-
-
-def _read_json_lines(path: Path):
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            result = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(result, dict):
-            yield result
 
 
 class ResumedASHA(ASHAScheduler):

@@ -26,6 +26,8 @@ from tune_service.redaction import redact, redact_text
 from tune_service.spaces import plain
 
 SUMMARY_FILE = "summary.json"
+#: Tune's per-trial record of every report, one JSON object a line, in the trial's directory.
+TRIAL_RESULTS_FILE = "result.json"
 BEST_CONFIG_FILE = "best_config.yaml"
 #: Tune's bookkeeping keys, left out of a trial's metrics.
 TUNE_KEYS = frozenset({
@@ -171,6 +173,23 @@ def one_line_error(error: BaseException) -> str:
     text = str(cause).strip().splitlines()
     last = next((line for line in reversed(text) if line.strip()), type(cause).__name__)
     return redact_text(f"{type(cause).__name__}: {last.strip()}")[:500]
+
+
+def read_trial_results(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every report in a trial's ``result.json`` (:data:`TRIAL_RESULTS_FILE`), in order; none if the
+    file is missing. A line cut off by a crash is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
 
 
 def atomic_write(path: Path, content: str | bytes) -> None:
