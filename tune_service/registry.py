@@ -40,7 +40,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.replay.read_recorded`);
-    ASHA's rungs are rebuilt from it; HyperBand's brackets are not (Ray refills them with the trials it adds back).
+    ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.hyperband`).
     """
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
@@ -50,60 +50,18 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     if s.type == "asha":
         asha_args = dict(time_attr=TIME_ATTR, max_t=s.max_t, grace_period=s.grace_period,
                          reduction_factor=s.reduction_factor)
-        if recorded:
+        if recorded is not None:
             from tune_service.replay import ResumedASHA
 
             return ResumedASHA(dict(recorded), **asha_args)
         return ASHAScheduler(**asha_args)
-    return _hyperband(bohb=spec.searcher == "bohb")(time_attr=TIME_ATTR, max_t=s.max_t,
-                                                    reduction_factor=s.reduction_factor)
+    from tune_service.hyperband import ResumedHyperBand, WaitingHyperBand
 
-
-def _hyperband(bohb: bool):
-    """Synchronous HyperBand that works when trials start one or two at a time.
-
-    Ray's HyperBand schedulers assume every trial is added up front. Here the concurrency that fits
-    the cluster adds them a few at a time, and Ray's brackets then misbehave: a bracket counts as
-    filled while its *live* trials number its size, so once trials end, new ones refill the first
-    bracket (every trial goes to ``max_t``), and ``HyperBandScheduler`` halves a bracket as soon as the
-    trials added so far reach the rung (each is judged alone). This subclass:
-
-    - counts a bracket as filled once its planned number of trials has been added (ever);
-    - waits for the bracket to fill before halving it, pausing the trials that reach the rung first, as
-      ``HyperBandForBOHB`` does; the searcher hears of each pause (``TrialConfigs`` counts paused trials
-      out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that
-      can no longer fill once no trial is left running;
-    - keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive
-      bracket first, HyperBand the bracket without early stopping first.
-    """
-    from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
-    from ray.tune.schedulers.hyperband import _Bracket
-
-    class FillOnceBracket(_Bracket):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.added = 0
-
-        def add_trial(self, trial):
-            super().add_trial(trial)
-            self.added += 1
-
-        def filled(self) -> bool:
-            return self.added >= self._n0
-
-    class WaitingHyperBand(HyperBandForBOHB):
-        def on_trial_add(self, tune_controller, trial):
-            if bohb:
-                super().on_trial_add(tune_controller, trial)
-            else:
-                HyperBandScheduler.on_trial_add(self, tune_controller, trial)
-
-        def _create_bracket(self, s):
-            return FillOnceBracket(time_attr=self._time_attr, max_trials=self._get_n0(s),
-                                   init_t_attr=self._get_r0(s), max_t_attr=self._max_t_attr, eta=self._eta, s=s,
-                                   stop_last_trials=self._stop_last_trials)
-
-    return WaitingHyperBand
+    hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=TIME_ATTR, max_t=s.max_t,
+                          reduction_factor=s.reduction_factor)
+    if recorded is not None:
+        return ResumedHyperBand(recorded, **hyperband_args)
+    return WaitingHyperBand(**hyperband_args)
 
 
 def trial_count(spec: SweepSpec) -> int:

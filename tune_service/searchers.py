@@ -121,7 +121,7 @@ class TrialConfigs(Searcher):
         self.running.discard(trial_id)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
-    # Our HyperBand schedulers (registry._hyperband) report pauses and resumptions here;
+    # Our HyperBand schedulers (tune_service.hyperband) report pauses and resumptions here;
     # TuneBOHB keeps paused trials apart too.
     def on_pause(self, trial_id: str) -> None:
         self.running.discard(trial_id)

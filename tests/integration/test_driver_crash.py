@@ -1,7 +1,8 @@
-"""The driver killed outright (SIGKILL) in the middle of an ASHA sweep, and the sweep resumed."""
+"""The driver killed outright (SIGKILL) in the middle of an ASHA or a BOHB sweep, and the sweep resumed."""
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 from pathlib import Path
@@ -87,7 +88,15 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
     assert not still_running(agents, timeout=60)
 
 
-def test_a_bohb_sweep_killed_mid_bracket_resumes_and_runs_every_trial(ray_cluster, tmp_path):
+def creation_order(experiment: Path) -> list[str]:
+    """The experiment's trial ids in the order Tune created them (the counter that starts each tag)."""
+    state = json.loads(max(experiment.glob("experiment_state-*.json")).read_text())
+    trials = [json.loads(trial) if isinstance(trial, str) else trial for trial, _ in state["trial_data"]]
+    return [t["trial_id"] for t in sorted(trials, key=lambda t: int(t["experiment_tag"].split("_")[0]))]
+
+
+def test_a_bohb_sweep_killed_in_its_second_bracket_resumes_to_the_decisions_it_would_have_made(ray_cluster,
+                                                                                                tmp_path):
     records = tmp_path / "batches"
     records.mkdir()
     spec = tmp_path / "bohb.yaml"
@@ -98,12 +107,20 @@ def test_a_bohb_sweep_killed_mid_bracket_resumes_and_runs_every_trial(ray_cluste
         "parameters": {"quality": {"min": 0.5, "max": 1.0}, "record_dir": {"value": str(records)}},
     }))
     experiment = tmp_path / "runs" / "bohb"
-    # Killed once two trials of the first bracket have checkpointed (the first waits at its rung).
-    killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL,
-                                ready=lambda: len(checkpoint_epochs(experiment)) >= 2)
+    # The first bracket (three trials, halved at epoch 1 to one that goes on to 3) has ended when the
+    # fourth trial, alone in the second bracket (to epoch 3), has checkpointed epoch 1: the driver dies
+    # then. Tune adds the restored trials back newest first, so fresh brackets would put the fourth
+    # with two ended trials into the first bracket, where it waits at epoch 1 for trials that never come.
+    killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL, timeout=400,
+                                ready=lambda: len(checkpoint_epochs(experiment)) >= 4)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
 
     assert cli.main(["--resume", str(experiment)]) == 0
     result = tune_service.load_results(experiment)
-    assert len(result.trials) == 4 and {t.status for t in result.trials} <= {"completed", "stopped"}
-    assert result.best is not None
+    by_id = {t.trial_id: t for t in result.trials}
+    first, second = creation_order(experiment)[:3], creation_order(experiment)[3:]
+    assert len(result.trials) == 4 and len(second) == 1
+    best = max(first, key=lambda trial_id: by_id[trial_id].config["quality"])
+    epochs = {trial_id: by_id[trial_id].epochs for trial_id in first + second}
+    assert epochs == {trial_id: 3 if trial_id in (best, *second) else 1 for trial_id in epochs}
+    assert result.best.config["quality"] == max(t.config["quality"] for t in result.trials)
