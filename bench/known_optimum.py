@@ -35,7 +35,7 @@ from bench.common import figure, light_tune, local_ray, median, quiet_ray_logger
 
 NAME = "known_optimum"
 SIZES = {False: {"seeds": [0, 1, 2, 3, 4], "max_t": 9, "budget": 8},
-         True: {"seeds": [0, 1], "max_t": 9, "budget": 6}}
+         True: {"seeds": [0], "max_t": 9, "budget": 6}}
 #: name -> (method, early stopping)
 VARIANTS = {
     "TPE + ASHA": ("hyperopt", True), "TPE + FIFO": ("hyperopt", False),

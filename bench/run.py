@@ -74,7 +74,7 @@ def markdown(names: list[str], quick: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the tune-service benchmark suite (or named benchmarks).")
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default: all): {', '.join(BENCHMARKS)}")
-    parser.add_argument("--quick", action="store_true", help="small sizes and 2 seeds: a few minutes; results flagged quick")
+    parser.add_argument("--quick", action="store_true", help="small sizes and 1 seed: a few minutes; results flagged quick")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--markdown", action="store_true",
                         help="print the README's Performance table from the saved results and exit (runs nothing)")

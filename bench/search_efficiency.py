@@ -36,7 +36,7 @@ from bench.common import figure, light_tune, local_ray, median, quiet_ray_logger
 
 NAME = "search_efficiency"
 SIZES = {False: {"seeds": [0, 1, 2, 3, 4], "configs": 15, "max_t": 9},
-         True: {"seeds": [0, 1], "configs": 9, "max_t": 9}}
+         True: {"seeds": [0], "configs": 9, "max_t": 9}}
 TARGET_EPOCHS = "<= 1/3"
 TARGET_POINTS = ">= -0.5"
 SPACE = {
