@@ -90,10 +90,10 @@ def recorded() -> dict[str, RecordedTrial]:
             for trial_id, r in results.items()}
 
 
-def resume(cls, *args):
+def resume(cls, *args, saved_as_ended=(1, 3)):
     """The restored sweep: Tune adds the trials back newest first (the ended ones too), then a new one."""
     hyperband = scheduler(cls, *args)
-    trials = {n: new_trial(n, Trial.TERMINATED if n in (1, 3) else Trial.PENDING) for n in (4, 2, 3, 1)}
+    trials = {n: new_trial(n, Trial.TERMINATED if n in saved_as_ended else Trial.PENDING) for n in (4, 2, 3, 1)}
     controller = Controller(hyperband, trials)
     for trial in trials.values():
         hyperband.on_trial_add(controller, trial)
@@ -140,3 +140,10 @@ def test_the_creation_index_is_the_counter_at_the_start_of_the_tag(tag, index):
         assert creation_index(trial) > 10**9  # unknown: after every known one
     else:
         assert creation_index(trial) == index
+
+
+def test_a_trial_halved_out_after_the_last_saved_state_is_stopped_on_the_resume():
+    # The state was saved before trial 1 was stopped, the results were copied after: it comes back pending.
+    resumed, trials, controller = resume(ResumedHyperBand, recorded(), saved_as_ended=(3,))
+    assert trials[1].status == Trial.TERMINATED and trials[1] in controller.marked_for_saving
+    assert resumed.choose_trial_to_run(controller) is not trials[1]
