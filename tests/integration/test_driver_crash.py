@@ -114,12 +114,15 @@ def test_a_bohb_sweep_killed_in_its_second_bracket_resumes_to_the_decisions_it_w
     killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL, timeout=400,
                                 ready=lambda: len(checkpoint_epochs(experiment)) >= 4)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
+    trained_before = {f.name: f.stat().st_size for f in records.iterdir()}
 
     assert cli.main(["--resume", str(experiment)]) == 0
     result = tune_service.load_results(experiment)
     by_id = {t.trial_id: t for t in result.trials}
     first, second = creation_order(experiment)[:3], creation_order(experiment)[3:]
-    assert len(result.trials) == 4 and len(second) == 1
+    assert len(result.trials) == len(list(experiment.glob("trial_*"))) == 4 and len(second) == 1
+    trained_again = {f.name.split("-")[0] for f in records.iterdir() if trained_before.get(f.name) != f.stat().st_size}
+    assert trained_again == {f"quality={by_id[second[0]].config['quality']}"}  # the first bracket's never
     best = max(first, key=lambda trial_id: by_id[trial_id].config["quality"])
     epochs = {trial_id: by_id[trial_id].epochs for trial_id in first + second}
     assert epochs == {trial_id: 3 if trial_id in (best, *second) else 1 for trial_id in epochs}
