@@ -81,9 +81,10 @@ class ResumedHyperBand(WaitingHyperBand):
     """:class:`WaitingHyperBand` whose brackets are rebuilt from ``recorded``
     (:func:`tune_service.replay.read_recorded`) for the trials Tune adds back on a resume.
 
-    Tune adds every restored trial (and the first new ones) before it asks the scheduler anything
-    else; they are held until then, and then added in the order they were created (the counter that
-    begins each trial's ``experiment_tag``), which puts each into the bracket it was created into.
+    Tune adds every restored trial before it asks the scheduler anything else. The trials are held
+    until then, and then added in the order they were created (the counter that begins each trial's
+    ``experiment_tag``), which puts each into the bracket it was created into; a new trial goes on
+    filling the bracket the crash interrupted.
     """
 
     def __init__(self, recorded: Mapping[str, Any], bohb: bool, **hyperband_args: Any):
