@@ -110,7 +110,7 @@ def test_a_bohb_sweep_killed_in_its_second_bracket_resumes_to_the_decisions_it_w
     # The first bracket (three trials, halved at epoch 1 to one that goes on to 3) has ended when the
     # fourth trial, alone in the second bracket (to epoch 3), has checkpointed epoch 1: the driver dies
     # then. Tune adds the restored trials back newest first, so fresh brackets would put the fourth
-    # with two ended trials into the first bracket, where it waits at epoch 1 for trials that never come.
+    # into the first bracket, with trials that ended long ago.
     killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL, timeout=400,
                                 ready=lambda: len(checkpoint_epochs(experiment)) >= 4)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
