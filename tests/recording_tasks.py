@@ -255,7 +255,9 @@ class RankKillingDigits(Digits):
     attempt, in the first attempt only (``kill: once``) or in every attempt (``kill: always``). Every rank
     process appends one byte per training batch to ``record_dir/kill=MODE-attempt=N-pid=PID``."""
 
-    attempts: dict[int, int] = {}  # pid -> the attempt it belongs to (decided at its first batch)
+    #: (mode, pid) -> the attempt it belongs to (decided at its first batch); a warm rank process runs
+    #: the trials of both modes.
+    attempts: dict[tuple[str, int], int] = {}
 
     def augment(self, inputs, targets, config):
         import signal
@@ -264,7 +266,7 @@ class RankKillingDigits(Digits):
 
         record_dir, mode = Path(config["record_dir"]), config["kill"]
         killed = record_dir / f"kill={mode}-killed"
-        attempt = self.attempts.setdefault(os.getpid(), 1 + (len(killed.read_bytes()) if killed.exists() else 0))
+        attempt = self.attempts.setdefault((mode, os.getpid()), 1 + (len(killed.read_bytes()) if killed.exists() else 0))
         record = record_dir / f"kill={mode}-attempt={attempt}-pid={os.getpid()}"
         with open(record, "ab") as f:
             f.write(b".")

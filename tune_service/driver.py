@@ -18,6 +18,8 @@ from typing import Any, Mapping
 
 from tune_service import redaction, registry, results
 from tune_service.errors import TuneServiceError
+from tune_service.execution.gang import GangSettings
+from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.plan import SweepPlan, make_plan
 from tune_service.resources import from_ray
 from tune_service.spec import SweepSpec, load_spec
@@ -75,9 +77,19 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     spec = plan.spec
     searcher, _ = registry.build_searcher(spec)
     fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
-    template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, resources=spec.resources,
-                             training=spec.training, metric=spec.metric.name,
-                             max_failures=spec.failure.max_failures, secrets=fingerprints)
+    if plan.warm_gangs:
+        gang = GangSettings.from_spec(spec.resources, spec.execution)
+        template = WarmTrial(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, gang=gang,
+                             training=spec.training, metric=spec.metric.name, secrets=fingerprints)
+        resources = trial_resources(gang)
+        # A failed trial is retried by Tune (from its newest checkpoint, on a new gang); a fresh trial
+        # retries inside its Ray Train run instead.
+        failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
+    else:
+        template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed,
+                                 resources=spec.resources, training=spec.training, metric=spec.metric.name,
+                                 max_failures=spec.failure.max_failures, secrets=fingerprints)
+        resources, failure = DRIVER_RESOURCES, None
 
     def run_trial(config: dict[str, Any]) -> None:
         with redaction.redacted_errors(fingerprints):  # before Ray writes the error (error.txt, logs)
@@ -91,15 +103,20 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         num_samples=plan.num_trials,
         max_concurrent_trials=plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
+        # A warm trial's actor (and with it its placement group and gang) serves the slot's next trial.
+        reuse_actors=plan.warm_gangs,
     )
     run_config = tune.RunConfig(
         name=name,
         storage_path=str(Path(storage).resolve()) if "://" not in str(storage) else str(storage),
         callbacks=callbacks or [],
         verbose=verbose,
+        failure_config=failure,
+        # The newest checkpoint is all a resumed trial needs; one more survives a cut-off copy.
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2) if plan.warm_gangs else None,
     )
     # The searcher hands each trial its whole config (constants included), so Tune's param_space is empty.
-    return TunerRecipe(tune.with_resources(run_trial, DRIVER_RESOURCES), {}, tune_config, run_config)
+    return TunerRecipe(tune.with_resources(run_trial, resources), {}, tune_config, run_config)
 
 
 def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str | None = None,
@@ -182,7 +199,10 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose,
                              recorded=recorded)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
-        with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S):
+        # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
+        # tasks do every epoch; the experiment state is saved on our own period regardless.
+        with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
+                                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0"):
             grid = tuner.fit()
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=statuses.unfinished)

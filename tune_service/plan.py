@@ -28,6 +28,12 @@ class SweepPlan:
     schedule: Schedule
 
     @property
+    def warm_gangs(self) -> bool:
+        """Whether trials run on warm gangs: a Task's trials, unless the spec says ``gangs: fresh``. A
+        plain ``train_loop_per_worker`` always gets a fresh Ray Train run per trial."""
+        return self.spec.execution.gangs == "warm" and self.task.task is not None
+
+    @property
     def rungs(self) -> tuple[int, ...]:
         """The epochs at which the scheduler may stop trials, smallest first; empty for FIFO."""
         return self.schedule.rung_epochs
@@ -65,6 +71,7 @@ class SweepPlan:
             f"cluster      {self.cluster.describe()}",
             f"training     {_describe_training(s.training)}",
             f"concurrency  {self.max_concurrent} trial(s) at once",
+            f"execution    {self._describe_execution()}",
             f"failures     a trial's ranks restart from its last checkpoint up to {s.failure.max_failures} time(s)",
             f"budget       {_describe_budget(self.schedule)}",
             f"seed         {s.seed}",
@@ -72,6 +79,15 @@ class SweepPlan:
         ]
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
+
+
+    def _describe_execution(self) -> str:
+        e = self.spec.execution
+        if self.warm_gangs:
+            return (f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
+                    f"{e.recycle_after_trials} trials or {e.max_memory_growth_mib:g} MiB of growth")
+        why = "execution.gangs: fresh" if self.task.task is not None else "a train_loop_per_worker runs fresh"
+        return f"a fresh Ray Train run per trial ({why})"
 
 
 def _describe_budget(schedule: Schedule) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Hashable, Mapping
 
@@ -34,7 +34,8 @@ SCHEDULERS = ("asha", "hyperband", "fifo")
 WANDB_AGENT_KEYS = ("program", "command")
 _TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
-    "resources", "training", "wandb", "seed", "project", "entity", "failure", *WANDB_AGENT_KEYS,
+    "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution",
+    *WANDB_AGENT_KEYS,
 )
 _EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 _TRAINING_KEYS = (
@@ -91,6 +92,30 @@ class FailureSpec:
     max_failures: int = 0
 
 
+GANG_MODES = ("warm", "fresh")
+
+
+@dataclass(frozen=True)
+class ExecutionSpec:
+    """How trials run on their ranks (the ``execution:`` block).
+
+    - ``gangs``: ``warm`` (default) keeps each concurrency slot's DDP ranks up across trials, so a trial
+      starts on ranks that already have torch imported, their process group set up and their data sets
+      built; ``fresh`` starts a new Ray Train run for every trial (for a task that leaks global state).
+      A plain ``train_loop_per_worker`` always runs fresh.
+    - ``recycle_after_trials``: a warm gang is rebuilt after this many trials.
+    - ``max_memory_growth_mib``: a warm gang is rebuilt when a rank's resident memory has grown by more
+      than this since its first trial ended.
+    - ``collective_timeout_s``: how long a rank waits in a collective for its peers before the gang is
+      taken as broken (a hung or lost rank): its trial fails and retries under ``failure.max_failures``.
+    """
+
+    gangs: str = "warm"
+    recycle_after_trials: int = 100
+    max_memory_growth_mib: float = 1024
+    collective_timeout_s: float = 600
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """A fully validated sweep. Build it with :func:`load_spec`; never mutate it."""
@@ -108,6 +133,7 @@ class SweepSpec:
     description: str = ""
     wandb: WandbSettings = field(default_factory=WandbSettings)
     failure: FailureSpec = field(default_factory=FailureSpec)
+    execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -260,6 +286,7 @@ class _Validator:
         wandb = self._wandb(raw.get("wandb", {}), raw)
         run_cap = self._run_cap(raw.get("run_cap"), method)
         failure = self._failure(raw.get("failure", {}))
+        execution = self._execution(raw.get("execution", {}))
         if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
             self.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
                                     f"`distribution`), got only constants; use method random or grid")
@@ -269,7 +296,7 @@ class _Validator:
         return SweepSpec(
             name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters,
             task=task, scheduler=scheduler, resources=resources, training=training, seed=seed,
-            description=description, wandb=wandb, failure=failure, notes=tuple(self.notes), source=copy.deepcopy(raw),
+            description=description, wandb=wandb, failure=failure, execution=execution, notes=tuple(self.notes), source=copy.deepcopy(raw),
         )
 
     # -- scalars ----------------------------------------------------------------------------------
@@ -421,6 +448,23 @@ class _Validator:
             return FailureSpec()
         self._unknown_keys("failure", raw, ("max_failures",))
         return FailureSpec(max_failures=self._int("failure.max_failures", raw.get("max_failures", 0), minimum=0))
+
+    def _execution(self, raw: Any) -> ExecutionSpec:
+        if not isinstance(raw, dict):
+            self.fail("execution", f"must be a mapping such as {{gangs: warm}}, got {raw!r}")
+            return ExecutionSpec()
+        defaults = ExecutionSpec()
+        self._unknown_keys("execution", raw, tuple(f.name for f in fields(ExecutionSpec)))
+        gangs = self._choice("execution.gangs", raw.get("gangs", defaults.gangs), GANG_MODES)
+        recycle = self._int("execution.recycle_after_trials",
+                            raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
+        positive = {}
+        for key in ("max_memory_growth_mib", "collective_timeout_s"):
+            value = self._number(f"execution.{key}", raw.get(key, getattr(defaults, key)))
+            if value is not None and value <= 0:
+                self.fail(f"execution.{key}", f"must be > 0, got {value}")
+            positive[key] = value if value is not None and value > 0 else getattr(defaults, key)
+        return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
 
     def _resources(self, raw: Any) -> ResourceSpec:
         if not isinstance(raw, dict):

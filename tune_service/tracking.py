@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
 
 from tune_service.callbacks import DriverCallback
+from tune_service.execution.checkpoints import CHECKPOINT_REPORT_FILE
 from tune_service.redaction import redact, redact_text
 from tune_service.results import TUNE_KEYS, one_line_error
 from tune_service.spaces import plain
@@ -208,7 +209,7 @@ class WandbTracker(DriverCallback):
         if epoch <= state.last_epoch:  # an epoch reported again after a resume: it is in the run already
             return
         state.last_epoch = epoch
-        state.checkpoint_path = result.get(CHECKPOINT_PATH_KEY) or state.checkpoint_path
+        state.checkpoint_path = _reported_checkpoint(trial, result) or state.checkpoint_path
         value = metrics.get(self.metric)
         if isinstance(value, (int, float)) and _is_better(float(value), state.best, self.metric_mode):
             state.best, state.best_epoch = float(value), epoch
@@ -255,8 +256,14 @@ class WandbTracker(DriverCallback):
 
                 artifact = wandb.Artifact(f"model-{state.run_id}", type="model",
                                           metadata={"epoch": epochs, "trial_id": trial.trial_id})
-                if os.path.isdir(checkpoint):
-                    artifact.add_dir(checkpoint)
+                if os.path.isdir(checkpoint):  # the model's files; the report beside them is ours
+                    for entry in sorted(os.scandir(checkpoint), key=lambda e: e.name):
+                        if entry.name == CHECKPOINT_REPORT_FILE:
+                            continue
+                        if entry.is_dir():
+                            artifact.add_dir(entry.path, name=entry.name)
+                        else:
+                            artifact.add_file(entry.path, name=entry.name)
                 else:  # on storage the driver cannot read as files (s3://...): a reference to it
                     artifact.add_reference(checkpoint)
                 run.log_artifact(artifact)
@@ -356,3 +363,12 @@ def _error_line(trial: Any) -> str:
         text = ""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return redact_text(lines[-1])[:500] if lines else "failed"
+
+
+def _reported_checkpoint(trial: Any, result: dict) -> str | None:
+    """The checkpoint reported with ``result``: a fresh trial's relay names it (``CHECKPOINT_PATH_KEY``);
+    a warm trial's is the Tune checkpoint directory the result names, in the trial's directory."""
+    if result.get(CHECKPOINT_PATH_KEY):
+        return result[CHECKPOINT_PATH_KEY]
+    name, trial_path = result.get("checkpoint_dir_name"), getattr(trial, "path", None)
+    return os.path.join(trial_path, name) if name and trial_path else None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from numbers import Number
 from typing import Any, Callable
 
+from tune_service.execution.checkpoints import newest_checkpoint, trial_storage
 from tune_service.redaction import scrubbing
 from tune_service.registry import TIME_ATTR
 from tune_service.spaces import plain
@@ -133,7 +134,7 @@ class TrialTemplate:
         from ray import train
         from ray.train.torch import TorchTrainer
 
-        storage_path, storage_filesystem = _persistent_trial_storage()
+        storage_path, storage_filesystem = trial_storage()
         # Ranks read checkpoints from storage themselves only where it is a path they can open.
         local = getattr(storage_filesystem, "type_name", "") == "local"
         checkpoint_root = f"{storage_path}/{TRAIN_RUN_NAME}" if local else None
@@ -217,7 +218,7 @@ def _redeliver_checkpointed_report() -> None:
     """
     from ray import tune
 
-    metrics = checkpointed_report(*_persistent_trial_storage())
+    metrics = checkpointed_report(*trial_storage())
     if metrics is not None:
         tune.report(metrics)
 
@@ -225,7 +226,10 @@ def _redeliver_checkpointed_report() -> None:
 def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict[str, Any] | None:
     """The report that came with the latest checkpoint of the trial whose directory in the
     experiment's storage is ``trial_storage_path`` (on ``filesystem``, a pyarrow filesystem; the local
-    one by default): where a resumed attempt of the trial starts from. None before its first checkpoint."""
+    one by default): where a resumed attempt of the trial starts from. None before its first checkpoint.
+
+    Both layouts are read: a fresh trial's Ray Train run (``ddp/``), and a warm trial's Tune checkpoints
+    (:mod:`tune_service.execution.checkpoints`)."""
     if filesystem is None:
         from pyarrow.fs import LocalFileSystem
 
@@ -234,18 +238,10 @@ def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict
     try:
         with filesystem.open_input_stream(snapshot_path) as stream:
             metrics = json.loads(stream.readall())["latest_checkpoint_result"]["metrics"]
-    except (OSError, ValueError, KeyError, TypeError):  # no checkpoint yet (or an unreadable snapshot)
-        return None
+    except (OSError, ValueError, KeyError, TypeError):  # not a fresh trial, or no checkpoint yet
+        stored = newest_checkpoint(trial_storage_path, filesystem)
+        metrics = None if stored is None else stored.report
     return dict(metrics) if isinstance(metrics, dict) and TIME_ATTR in metrics else None
-
-
-def _persistent_trial_storage() -> tuple[str, Any]:
-    """The trial's directory in the experiment's storage (a local path, or a path on the storage's
-    pyarrow filesystem) and that filesystem. ``get_trial_dir()`` is a per-session staging directory."""
-    from ray.train._internal.session import get_storage  # a DeveloperAPI of the pinned Ray 2.60
-
-    storage = get_storage()
-    return storage.trial_fs_path, storage.storage_filesystem
 
 
 def _out_of_memory_cause(error: BaseException) -> TrialOutOfMemory | None:

@@ -88,6 +88,15 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
     assert not still_running(agents, timeout=60)
 
 
+def saved_trials(experiment: Path) -> int:
+    """How many trials the last complete copy of Tune's saved state holds."""
+    try:
+        state = json.loads(max((experiment / ".last_good").glob("experiment_state-*.json")).read_text())
+    except (ValueError, OSError):  # none yet (max of nothing), or being replaced
+        return 0
+    return len(state["trial_data"])
+
+
 def creation_order(experiment: Path) -> list[str]:
     """The experiment's trial ids in the order Tune created them (the counter that starts each tag)."""
     state = json.loads(max(experiment.glob("experiment_state-*.json")).read_text())
@@ -111,8 +120,10 @@ def test_a_bohb_sweep_killed_in_its_second_bracket_resumes_to_the_decisions_it_w
     # fourth trial, alone in the second bracket (to epoch 3), has checkpointed epoch 1: the driver dies
     # then. Tune adds the restored trials back newest first, so fresh brackets would put the fourth
     # into the first bracket, with trials that ended long ago.
+    # The kill waits for Tune's saved state to hold the fourth trial too: a trial started within the last
+    # state-save period (2 s) before a crash is not in it, and a resume would start another in its place.
     killed = signal_driver_when(spec, tmp_path / "runs", "bohb", signum=signal.SIGKILL, timeout=400,
-                                ready=lambda: len(checkpoint_epochs(experiment)) >= 4)
+                                ready=lambda: len(checkpoint_epochs(experiment)) >= 4 and saved_trials(experiment) >= 4)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
     trained_before = {f.name: f.stat().st_size for f in records.iterdir()}
 

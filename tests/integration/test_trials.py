@@ -48,6 +48,7 @@ def test_rank_processes_exit_before_the_next_trial_starts(ray_cluster, tmp_path)
         "name": "audit", "task": "recording_tasks:AuditedDigits", "method": "grid",
         "parameters": {"lr": {"values": [0.01, 1e-7, 0.003]}, "audit_dir": {"value": str(audit)}},
         "scheduler": {"type": "asha", "max_t": 2, "grace_period": 1, "reduction_factor": 2},
+        "execution": {"gangs": "fresh"},  # warm gangs keep their ranks on purpose (tests/integration/test_gangs.py)
     }
     result = tune_service.run(spec, storage=tmp_path, name="audit", verbose=0)
     statuses = [t.status for t in result.trials]  # in the order the trials were created

@@ -52,10 +52,18 @@ class Task:
           device. Random draws here differ per rank and per epoch (the loop seeds each rank apart).
         - ``ddp_comm_hook() -> (state, hook) | None``: a DDP communication hook (e.g. PyTorch's
           ``fp16_compress_hook``) registered on the DDP wrapper at world size > 1.
+
+    Optional attribute:
+        - ``data_hparams``: the hyperparameters that shape what ``datasets`` returns. A warm gang keeps
+          the data sets it built and hands them to the next trial whose values of these match; ``()``
+          says the data never depend on the config. ``None`` (the default): built anew for every trial.
+          The data sets are then shared by trials, so ``datasets`` must not return objects a trial
+          changes.
     """
 
     name: str = "task"
     defaults: Mapping[str, Any] = {}
+    data_hparams: tuple[str, ...] | None = None
 
     def datasets(self, config: Mapping[str, Any]):
         raise NotImplementedError

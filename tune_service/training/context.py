@@ -20,6 +20,9 @@ from tune_service.training.checkpoint import STATE_FILE, load_state
 
 
 class TrainContext(Protocol):
+    """A context may also carry a ``data_cache`` (a :class:`~tune_service.training.data_cache.DataCache`
+    that outlives the trial, as a warm gang's rank does); without one the data sets are built every trial."""
+
     device: torch.device
     #: Where rank 0 writes the trial's artifacts (profiler traces); ``None``: nowhere.
     output_dir: Path | None

@@ -83,11 +83,14 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     context's latest checkpoint if there is one."""
     ranks = rank_info()
     settings, task, hparams, device = config.settings, config.task.task, dict(config.hparams), context.device
+    seed_everything(config.seed)  # what the task draws while building its data, the same in any process
     if settings.deterministic:
         _use_deterministic_algorithms()
     precision = choose_precision(settings.precision, device)
     batch = plan_batches(hparams["batch_size"], ranks.world_size, settings.grad_accum_steps, settings.batch_size_scope)
-    train_set, val_set = task.datasets(hparams)
+    cache = getattr(context, "data_cache", None)  # a warm rank's; other contexts build the data every time
+    train_set, val_set = (cache.datasets(task, config.task.reference, hparams) if cache is not None
+                          else task.datasets(hparams))
     loaders = build_loaders(train_set, val_set, batch, ranks, config.seed,
                             loader_settings(settings, device, config.cpus_per_rank))
     steps = steps_per_epoch(len(train_set), batch, ranks.world_size)

@@ -1,0 +1,60 @@
+"""Tasks for the warm-gang tests: one that leaves global state behind in its rank's process, one that
+records every time its data sets are built, one that fails on one rank."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from tune_service.tasks.digits import Digits
+
+
+class LeakyDigits(Digits):
+    """Digits that changes process-wide state while it builds its model (what a careless user task
+    does): torch's flags, the default thread count, an environment variable."""
+
+    def model(self, config):
+        torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+        torch.set_num_threads(max(1, torch.get_num_threads() + 1))
+        torch.set_float32_matmul_precision("medium")
+        os.environ["LEAKY_DIGITS_WAS_HERE"] = "1"
+        return super().model(config)
+
+
+class CountingDigits(Digits):
+    """Digits whose data depend on ``subset`` only; every build of its data sets is recorded in
+    ``record_dir`` as a file named after the rank's process and a counter."""
+
+    defaults = {**Digits.defaults, "subset": 1.0, "record_dir": ""}
+    data_hparams = ("subset",)
+
+    def datasets(self, config):
+        record_dir = Path(config["record_dir"])
+        builds = len(list(record_dir.glob(f"build-{os.getpid()}-*")))
+        (record_dir / f"build-{os.getpid()}-{builds}").write_text(str(config["subset"]))
+        train, validation = super().datasets(config)
+        keep = int(len(train) * float(config["subset"]))
+        return torch.utils.data.Subset(train, range(keep)), validation
+
+
+class FailingDigits(Digits):
+    """Digits whose rank ``fail_rank`` fails at its ``fail_at_batch``-th training batch (counted from 1,
+    over the trial): by raising (``how: raise``) or by dying (``how: exit``)."""
+
+    defaults = {**Digits.defaults, "fail_rank": 1, "fail_at_batch": 30, "how": "raise"}
+
+    def __init__(self):
+        self.batches = 0
+
+    def augment(self, inputs, targets, config):
+        import torch.distributed as dist
+
+        self.batches += 1
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        if rank == int(config["fail_rank"]) and self.batches == int(config["fail_at_batch"]):
+            if config["how"] == "exit":
+                os._exit(17)
+            raise ValueError(f"rank {rank} failed on purpose at batch {self.batches}")
+        return super().augment(inputs, targets, config)

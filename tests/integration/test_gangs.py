@@ -1,0 +1,126 @@
+"""Warm gangs on a real local Ray: two rank actors joined by gloo, trial after trial.
+
+The gang is driven directly here (as a warm trial drives it, without Tune), so each test can look at
+what the ranks did: their reports, their process ids, what they kept between trials.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tune_service.execution.gang import Gang, GangBroken, GangSettings
+from tune_service.tasks import resolve_task
+from tune_service.training.settings import TrainingSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+#: The per-epoch numbers that must repeat exactly (the timings do not).
+EXACT = ("train_loss", "val_loss", "val_accuracy")
+
+
+def trial(task: str, epochs: int = 2, seed: int = 7, deterministic: bool = True, **hparams) -> dict:
+    resolved = resolve_task(task)
+    return {"task": resolved, "hparams": {**resolved.defaults, **hparams}, "epochs": epochs, "seed": seed,
+            "settings": TrainingSettings(deterministic=deterministic), "cpus_per_rank": 1}
+
+
+class Relay:
+    """What a warm trial does with rank 0's reports: here, keep them (and stop at ``stop_at``)."""
+
+    def __init__(self, stop_at: int | None = None):
+        self.reports: list[dict] = []
+        self.stop_at = stop_at
+
+    def __call__(self, metrics, checkpoint_path):
+        self.reports.append(metrics)
+        if self.stop_at is not None and metrics["epoch"] >= self.stop_at:
+            raise SystemExit(0)  # what tune.report raises when the scheduler stops the trial
+
+    def exact(self) -> list[tuple]:
+        return [tuple(r[k] for k in EXACT) for r in self.reports]
+
+
+def run(gang: Gang, config: dict, stop_at: int | None = None) -> Relay:
+    """Run ``config`` on ``gang``; with ``stop_at``, the trial is stopped at that epoch's report."""
+    relay = Relay(stop_at)
+    try:
+        gang.run(config, None, None, relay)
+    except SystemExit:
+        assert stop_at is not None  # the stop reaches the caller as it reached the relay
+    return relay
+
+
+def pids(gang: Gang) -> list[int]:
+    import ray
+
+    return ray.get([r.pid.remote() for r in gang.ranks])
+
+
+@pytest.fixture
+def gang(ray_cluster):
+    gang = Gang.build(GangSettings(workers=2))
+    yield gang
+    gang.shutdown("the test is over")
+
+
+def test_the_same_trial_is_bit_identical_on_a_fresh_gang_and_as_the_fifth_on_a_reused_one(gang, tmp_path):
+    first = run(gang, trial("digits", lr=0.01))
+    run(gang, trial("digits", lr=0.002, hidden=32))
+    run(gang, trial("gang_tasks:LeakyDigits", lr=0.02))  # changes torch's flags and the environment
+    run(gang, trial("digits", lr=0.005, dropout=0.2), stop_at=1)  # stopped by the scheduler
+    fifth = run(gang, trial("digits", lr=0.01))
+    assert gang.trials_run == 5 and gang.retired is None
+    assert len(first.reports) == 2 and fifth.exact() == first.exact()
+
+
+def test_what_a_trial_changes_in_its_ranks_processes_is_put_back(gang):
+    import ray
+
+    run(gang, trial("gang_tasks:LeakyDigits", epochs=1))
+    assert ray.get([r.flag_differences.remote() for r in gang.ranks]) == [{}, {}]
+    assert ray.get([r.environment_has.remote("LEAKY_DIGITS_WAS_HERE") for r in gang.ranks]) == [False, False]
+
+
+def test_data_sets_are_built_once_per_rank_while_the_data_hyperparameters_match(gang, tmp_path):
+    before = pids(gang)
+    for lr in (0.01, 0.02, 0.03):
+        run(gang, trial("gang_tasks:CountingDigits", epochs=1, lr=lr, subset=1.0, record_dir=str(tmp_path)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"build-{pid}-0" for pid in before)
+    run(gang, trial("gang_tasks:CountingDigits", epochs=1, subset=0.5, record_dir=str(tmp_path)))
+    assert len(list(tmp_path.iterdir())) == 4  # a new subset: each rank built it once more
+    assert pids(gang) == before
+
+
+def test_a_trial_stopped_at_a_report_leaves_its_gang_ready_for_the_next(gang):
+    before = pids(gang)
+    stopped = run(gang, trial("digits", epochs=5), stop_at=2)
+    assert [r["epoch"] for r in stopped.reports] == [1, 2]
+    assert len(run(gang, trial("digits", epochs=1)).reports) == 1
+    assert pids(gang) == before and gang.retired is None
+
+
+def test_a_rank_that_raises_fails_its_trial_with_its_own_error_and_retires_the_gang(gang):
+    with pytest.raises(ValueError, match="rank 1 failed on purpose at batch 30"):
+        run(gang, trial("gang_tasks:FailingDigits", epochs=3, how="raise"))
+    assert gang.retired is not None
+
+
+def test_a_rank_that_dies_fails_its_trial_and_retires_the_gang(gang):
+    import ray
+
+    with pytest.raises(GangBroken, match="rank 1 of the trial's DDP gang died"):
+        run(gang, trial("gang_tasks:FailingDigits", epochs=3, how="exit"))
+    assert gang.retired is not None
+    with pytest.raises(ray.exceptions.RayActorError):  # its survivors were ended too
+        ray.get(gang.ranks[0].pid.remote(), timeout=30)
+
+
+def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):
+    gang = Gang.build(GangSettings(workers=2, recycle_after_trials=2))
+    try:
+        run(gang, trial("digits", epochs=1))
+        assert gang.retired is None
+        run(gang, trial("digits", epochs=1))
+        assert gang.retired == "it ran 2 trials (execution.recycle_after_trials)"
+    finally:
+        gang.shutdown("the test is over")

@@ -1,0 +1,275 @@
+"""One rank of a warm gang: a long-lived Ray actor that joins the gang's process group once and then runs
+trial after trial of the shared loop (:func:`tune_service.training.loop.fit`).
+
+Between trials a rank puts back what a trial may have changed in its process (:class:`ProcessState`:
+torch's global flags, the environment, torch.compile's caches) and frees the trial's memory; its
+:meth:`RankWorker.run_trial` returns what is left over (:class:`RankHealth`), from which the gang decides
+whether it is still fit for the next trial.
+
+Reports are synchronous, as a Tune function trainable's are. Each epoch, rank 0 hands its report (and
+checkpoint) to the trial (:meth:`RankWorker.next_report`) and waits for the trial's word
+(:meth:`RankWorker.decide`): go on, or stop (the scheduler stopped or paused the trial). Rank 0 then
+broadcasts that word, so every rank leaves the loop at the same report and the process group stays
+usable for the next trial.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import multiprocessing
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tune_service.execution.checkpoints import CHECKPOINT_REPORT_FILE
+from tune_service.redaction import redacted_errors
+from tune_service.training.checkpoint import load_state
+from tune_service.training.data_cache import DataCache
+from tune_service.training.loop import TrialConfig, fit
+from tune_service.training.oom import release_memory
+
+
+class TrialStopped(Exception):
+    """Raised on every rank at a report when the trial's scheduler stopped (or paused) the trial."""
+
+
+@dataclass(frozen=True)
+class RankHealth:
+    """What a rank holds after a trial; the gang compares it with what the rank held after its first."""
+
+    rss_mib: float
+    cuda_allocated_bytes: int
+    threads: int
+    child_processes: int
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """How a trial ended on one rank (``completed`` or ``stopped``) and the rank's health afterwards."""
+
+    status: str
+    health: RankHealth
+
+
+class ProcessState:
+    """The process-wide state a trial can change and the next trial must not inherit: torch's global
+    flags, the environment variables, and torch.compile's caches. :meth:`restore` puts back what
+    :meth:`capture` saw (taken once, when the rank is new)."""
+
+    def __init__(self):
+        self.environment = dict(os.environ)
+        self.flags = self._flags()
+
+    @staticmethod
+    def _flags() -> dict[str, Any]:
+        return {
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "default_dtype": torch.get_default_dtype(),
+            "num_threads": torch.get_num_threads(),
+            "grad_enabled": torch.is_grad_enabled(),
+            "anomaly": torch.is_anomaly_enabled(),
+        }
+
+    def restore(self) -> None:
+        flags = self.flags
+        torch.use_deterministic_algorithms(flags["deterministic"], warn_only=flags["deterministic_warn_only"])
+        torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
+        torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
+        torch.backends.cudnn.allow_tf32 = flags["cudnn_allow_tf32"]
+        torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+        torch.backends.cuda.matmul.allow_tf32 = flags["matmul_allow_tf32"]  # after the precision, which sets it
+        torch.set_default_dtype(flags["default_dtype"])
+        torch.set_num_threads(flags["num_threads"])
+        torch.set_grad_enabled(flags["grad_enabled"])
+        torch.autograd.set_detect_anomaly(flags["anomaly"])
+        for key in set(os.environ) - set(self.environment):
+            del os.environ[key]
+        os.environ.update(self.environment)
+        if "torch._dynamo" in sys.modules:  # a compiled model's guards and graphs belong to its trial
+            sys.modules["torch._dynamo"].reset()
+
+    def differences(self) -> dict[str, tuple[Any, Any]]:
+        """The flags that differ from the captured ones (``{name: (captured, now)}``); for tests."""
+        now = self._flags()
+        return {k: (v, now[k]) for k, v in self.flags.items() if now[k] != v}
+
+
+class GangContext:
+    """The shared loop's :class:`~tune_service.training.context.TrainContext` on a warm rank."""
+
+    def __init__(self, worker: "RankWorker", token: str, output_dir: str | None, checkpoint: Any):
+        self.token = token
+        self.device = worker.device
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.data_cache = worker.data_cache
+        self._worker = worker
+        self._checkpoint = checkpoint
+
+    def restored_state(self) -> dict[str, Any] | None:
+        return None if self._checkpoint is None else load_state(self._checkpoint, map_location=self.device)
+
+    def checkpoint_dir(self, epoch: int) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
+        """Rank 0 hands the report to the trial and waits for its word; every rank then learns it from
+        rank 0 (one broadcast). Raises :class:`TrialStopped` on every rank when the trial was stopped."""
+        worker = self._worker
+        go_on = True
+        if worker.rank == 0:
+            if checkpoint_dir is not None:  # the report travels with its checkpoint (see checkpoints.py)
+                (checkpoint_dir / CHECKPOINT_REPORT_FILE).write_text(json.dumps(metrics, default=str))
+            worker.outbox.put((self.token, (metrics, None if checkpoint_dir is None else str(checkpoint_dir))))
+            try:
+                go_on = _take(worker.inbox, self.token)
+            finally:
+                if checkpoint_dir is not None:  # Tune has copied it into the trial's storage by now
+                    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        if worker.world_size > 1:
+            word = torch.tensor([1 if go_on else 0], device=self.device)
+            dist.broadcast(word, src=0)
+            go_on = bool(word.item())
+        if not go_on:
+            raise TrialStopped()
+
+
+class RankWorker:
+    """One rank of a gang (run as a threaded Ray actor, so that the trial can take rank 0's reports and
+    give its word while :meth:`run_trial` runs).
+
+    Args:
+        rank, world_size: this rank's place in the gang's DDP world.
+        backend: ``gloo`` (CPU) or ``nccl`` (GPU).
+        collective_timeout_s: how long a collective waits for the other ranks before it raises.
+        secrets: the driver's :class:`~tune_service.redaction.Fingerprints`; a trial's error quoting one
+            is scrubbed here, before Ray logs it.
+    """
+
+    def __init__(self, rank: int, world_size: int, backend: str, collective_timeout_s: float, secrets: Any = None):
+        self.rank, self.world_size, self.backend = rank, world_size, backend
+        self.timeout = datetime.timedelta(seconds=collective_timeout_s)
+        self.secrets = secrets
+        self.device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.zeros(1, device=self.device)  # the CUDA context, up before the first trial
+            os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        self.data_cache = DataCache()
+        # Rank 0's exchanges with the trial, each item tagged with its trial's token: the calls of one
+        # trial may run in any order (this is a threaded actor), and a stopped trial leaves items behind.
+        self.outbox: queue.Queue = queue.Queue()
+        self.inbox: queue.Queue = queue.Queue()
+        self.trials_run = 0
+        self.state: ProcessState | None = None  # captured once the process group is up
+
+    def address(self) -> tuple[str, int]:
+        """This node's address and a free port on it: where the other ranks find rank 0."""
+        import socket
+
+        import ray
+
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def join(self, master_address: str, master_port: int) -> int:
+        """Join the gang's process group (every rank at once); returns this process's id."""
+        if self.world_size > 1:
+            dist.init_process_group(
+                self.backend, init_method=f"tcp://{master_address}:{master_port}", rank=self.rank,
+                world_size=self.world_size, timeout=self.timeout,
+                **({"device_id": self.device} if self.device.type == "cuda" else {}),
+            )
+            dist.barrier()  # every connection made now, not in the first trial's first step
+        self.state = ProcessState()
+        return os.getpid()
+
+    def run_trial(self, token: str, trial: dict[str, Any], checkpoint: Any, output_dir: str | None) -> RankOutcome:
+        """Run one trial of the shared loop on this rank (``trial``: a :class:`TrialConfig`'s fields),
+        from ``checkpoint`` if given (a directory or a ``ray.train.Checkpoint``). ``token`` names the
+        trial in its exchanges with rank 0 (:meth:`next_report`, :meth:`decide`).
+
+        Raises whatever the trial raised (:class:`TrialStopped` aside): the gang is then not reused.
+        """
+        self.state.restore()
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # per thread: Ray runs each call on a pool thread
+        status = "completed"
+        try:
+            with redacted_errors(self.secrets):
+                fit(TrialConfig(**trial), GangContext(self, token, output_dir, checkpoint))
+        except TrialStopped:
+            status = "stopped"
+        finally:
+            self.outbox.put((token, None))  # rank 0's run has ended: no more reports
+            self.state.restore()
+            release_memory(self.device)
+        self.trials_run += 1
+        return RankOutcome(status, self.health())
+
+    def next_report(self, token: str) -> tuple[dict[str, Any], str | None] | None:
+        """Rank 0: the trial's next report and the local path of its checkpoint (or None), once rank 0
+        reports; None once the trial's run has ended on rank 0."""
+        return _take(self.outbox, token)
+
+    def decide(self, token: str, go_on: bool) -> None:
+        """Rank 0: the trial's word on its last report: go on, or stop."""
+        self.inbox.put((token, go_on))
+
+    def health(self) -> RankHealth:
+        gc.collect()
+        return RankHealth(
+            rss_mib=_resident_mib(),
+            cuda_allocated_bytes=torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0,
+            threads=threading.active_count(),
+            child_processes=len(multiprocessing.active_children()),
+        )
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def environment_has(self, name: str) -> bool:
+        """Whether the variable is set in this rank's environment now; for tests."""
+        return name in os.environ
+
+    def flag_differences(self) -> dict[str, tuple[Any, Any]]:
+        """Torch flags that differ from this rank's baseline now (empty between trials); for tests."""
+        return self.state.differences()
+
+
+def _take(box: queue.Queue, token: str) -> Any:
+    """The next item of the trial ``token`` from ``box``; items of earlier trials are dropped."""
+    while True:
+        item_token, item = box.get()
+        if item_token == token:
+            return item
+
+
+def _resident_mib() -> float:
+    """This process's resident memory in MiB (Linux's /proc; elsewhere the peak, from getrusage)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
