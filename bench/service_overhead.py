@@ -7,8 +7,8 @@ three ways, each in a fresh child process that starts its own embedded Ray (the 
 every benchmark), times the sweep alone (Ray already up) and shuts Ray down:
 
 - ``tune-run``: ``tune_service.cli.main([SPEC, ...])``, the command line's own code path: spec loading
-  and validation, the plan, the Tuner, one Ray Train ``TorchTrainer`` per trial, results and
-  ``summary.json`` written, the leaderboard printed.
+  and validation, the plan, the Tuner, the trials on warm gangs (the same sleeps on the shared loop,
+  :class:`bench.workloads.SleepEpochsTask`), results and ``summary.json`` written, the leaderboard printed.
 - ``tune+train`` (the anchor for the service's cost): the script a user writes by hand from Ray's
   docs: ``tune.Tuner(tune.with_resources(driver, {cpu: 0}), TuneConfig(num_samples=N,
   max_concurrent_trials=2))`` whose driver runs a ``TorchTrainer`` of the same loop with
@@ -19,9 +19,9 @@ every benchmark), times the sweep alone (Ray already up) and shuts Ray down:
 
 The three run in turn, the order reversed every other round (A B C, C B A). Figures:
 
-- ``tune-run`` sweep time / ``tune+train`` sweep time, median over rounds (target <= 1.05);
+- ``tune-run`` sweep time / ``tune+train`` sweep time, median over rounds (target <= 0.3: warm gangs against a Train run per trial);
 - sweep time / ideal, the ideal being trials x (epochs x epoch_s) / concurrent slots, the way Ray's
-  release tests judge bookkeeping (they allow 1.28; our target 1.15): for ``tune-run`` and for ``tune``.
+  release tests judge bookkeeping (they allow 1.28; our target 1.3): for ``tune-run`` and for ``tune``.
 
 Each trial's start-up (trial start to first report, less one epoch) and the cost of one report come from
 the trials' ``result.json`` rows and say what the gap to the ideal is made of.
@@ -44,10 +44,10 @@ from typing import Any
 from bench.common import NUM_CPUS, ROOT, figure, interleaved, median
 
 NAME = "service_overhead"
-SIZES = {False: {"trials": 4, "epochs": 5, "epoch_s": 1.0, "rounds": 2},
+SIZES = {False: {"trials": 8, "epochs": 5, "epoch_s": 1.0, "rounds": 2},
          True: {"trials": 2, "epochs": 2, "epoch_s": 0.5, "rounds": 1}}
-TARGET_VS_SCRIPT = "<= 1.05"
-TARGET_VS_IDEAL = "<= 1.15"
+TARGET_VS_SCRIPT = "<= 0.3"
+TARGET_VS_IDEAL = "<= 1.3"
 RAY_RELEASE_GATE = 1.28
 SLOTS = NUM_CPUS  # one 1-CPU rank per trial: two trials at once
 POLL_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
@@ -58,8 +58,8 @@ SIDES = ("tune-run", "tune+train", "tune")
 
 def _spec(size: dict[str, Any]) -> dict[str, Any]:
     return {
-        "name": "overhead", "task": "bench.workloads:sleep_epochs", "method": "random", "seed": 0,
-        "run_cap": size["trials"], "metric": {"name": "score", "goal": "maximize"},
+        "name": "overhead", "task": "bench.workloads:SleepEpochsTask", "method": "random", "seed": 0,
+        "run_cap": size["trials"], "metric": {"name": "val_score", "goal": "maximize"},
         "parameters": {"epochs": {"value": size["epochs"]}, "epoch_s": {"value": size["epoch_s"]},
                        "x": {"min": 0.0, "max": 1.0}},
         "scheduler": {"type": "fifo", "max_t": size["epochs"]},
@@ -183,9 +183,9 @@ def run(quick: bool) -> dict[str, Any]:
         figure("sweep wall time / ideal", "plain Tune function trials (Ray's gate 1.28)", plain_ideal,
                service_ideal, TARGET_VS_IDEAL, "x",
                note=f"ideal = {size['trials']} trials x {size['epochs'] * size['epoch_s']:g} s / {SLOTS} slots "
-                    f"= {ideal_s:g} s; hand-written Tune + Train script: {script_ideal:.2f}; each tune-run "
-                    f"trial starts up in {startup:.1f} s (Ray Train controller + rank process) and a report "
-                    f"costs {per_report:.3f} s"),
+                    f"= {ideal_s:g} s; hand-written Tune + Train script: {script_ideal:.2f}; a tune-run "
+                    f"trial starts up in {startup:.2f} s (median; the first of each slot builds its gang) and "
+                    f"a report costs {per_report:.3f} s"),
     ]
     return {
         "figures": figures,

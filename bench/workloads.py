@@ -4,6 +4,8 @@ pickled by value.
 - :func:`sleep_epochs`: a trivial timed trial, a plain Ray Train ``train_loop_per_worker`` whose epochs
   sleep ``epoch_s`` seconds and report; :func:`sleep_epochs_tune` is the same loop as a plain Tune
   function trainable (no Ray Train).
+- :class:`SleepEpochsTask`: the same trivial timed trial as a Task, so that it runs on the shared loop
+  (and so on warm gangs): one tiny batch per rank and epoch, which sleeps ``epoch_s`` seconds.
 - :class:`TiledDigits`: the built-in digits task with its training set repeated ``repeat`` times, so an
   epoch of the digits CNN lasts about a second instead of a tenth of one.
 - :func:`digits_trial`: one process trains the digits MLP epoch by epoch and reports validation
@@ -43,6 +45,31 @@ def sleep_epochs_tune(config: dict[str, Any]) -> None:
     for epoch in range(1, int(config["epochs"]) + 1):
         time.sleep(float(config["epoch_s"]))
         tune.report({"epoch": epoch, "score": float(config.get("x", 0.0))})
+
+
+class SleepEpochsTask(Digits):
+    """Epochs of ``epoch_s`` seconds of sleep on the shared loop: each rank trains one batch of one
+    digit per epoch (the sleep is in ``augment``) and the sweep's metric is ``val_score`` = ``x``."""
+
+    name = "sleep_epochs"
+    defaults = {**Digits.defaults, "batch_size": 2, "epoch_s": 1.0, "x": 0.0}
+    data_hparams = ()
+
+    def datasets(self, config):
+        from torch.utils.data import Subset
+
+        train, validation = load_digits_tensors()
+        return Subset(train, range(2)), Subset(validation, range(2))
+
+    def augment(self, inputs, targets, config):
+        time.sleep(float(config["epoch_s"]))
+        self.x = float(config["x"])
+        return inputs, targets
+
+    def metrics(self, outputs, targets):
+        import torch
+
+        return {"score": torch.tensor(getattr(self, "x", 0.0) * targets.shape[0])}
 
 
 # ---------------------------------------------------------------------------- digits, longer epochs
