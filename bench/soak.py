@@ -1,0 +1,184 @@
+"""Soak: a 600-trial sweep on warm gangs (random search, FIFO, 2 epochs, 2 DDP ranks each, the built-in
+digits task, wandb off) through ``tune_service.run`` on an embedded Ray, as one sweep.
+
+What it checks, per run:
+
+- every trial has its results (2 epochs each) and none hangs (the slowest trial's own time is reported);
+- memory stays flat: the driver's RSS, the rank processes' RSS (all ``RankWorker`` actors) and the
+  trial actors' RSS, sampled every second and binned by how many trials had finished when the sample was
+  taken; the median of the samples while the last 100 trials ran must be within 10 % of the median while
+  the first 100 ran. Gangs are recycled every ``execution.recycle_after_trials`` (100 by default), so
+  each rank process's own growth over its life is reported too;
+- the sweep's wall time (target under 30 minutes on the 2-core machine).
+
+Not in CI and not in ``bench/run.py`` (about 20 minutes a run): run it by hand, three times, and report
+every run: ``python bench/soak.py [--trials 600]``. Each run is appended to ``bench/results/soak.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "soak.json"
+TARGET_WALL_S = 30 * 60
+TARGET_GROWTH = 0.10
+WINDOW = 100  # trials: the first and the last window are compared
+
+#: Process titles grouped into the figures (Ray names an actor's process ``ray::Class`` or
+#: ``ray::Class.method`` while a call runs; Tune's actor for a function trial is ``ImplicitFunc``).
+RANKS, TRIAL_ACTORS = "ray::RankWorker", "ray::ImplicitFunc"
+
+
+def _title(process) -> str:
+    title = (process.cmdline() or [process.name()])[0]
+    return title.split(".")[0].split()[0] if title.startswith("ray::") else process.name()
+
+
+class MemorySampler(threading.Thread):
+    """Every ``period`` s: the driver's RSS, the summed RSS of the rank processes and of the trial actors,
+    and how many trials have a complete ``result.json`` (``epochs`` lines) in the experiment directory."""
+
+    def __init__(self, experiment: Path, epochs: int, period: float = 1.0):
+        super().__init__(daemon=True)
+        self.experiment, self.epochs, self.period = experiment, epochs, period
+        self.samples: list[dict] = []
+        self.rank_life: dict[int, list[int]] = {}  # rank pid -> [first RSS, last RSS, samples seen]
+        self._finished: set[Path] = set()
+        self._titles: dict[int, str] = {}
+        self._done = threading.Event()
+
+    def _finished_trials(self) -> int:
+        for path in self.experiment.glob("trial_*/result.json"):
+            if path not in self._finished:
+                try:
+                    if path.read_text().count("\n") >= self.epochs:
+                        self._finished.add(path)
+                except OSError:
+                    continue
+        return len(self._finished)
+
+    def run(self) -> None:
+        import psutil  # Ray's own dependency
+
+        me, started = psutil.Process(), time.monotonic()
+        while not self._done.wait(self.period):
+            rss = {"driver": me.memory_info().rss, RANKS: 0, TRIAL_ACTORS: 0}
+            for child in me.children(recursive=True):
+                try:
+                    title = _title(child)
+                    if title in (RANKS, TRIAL_ACTORS):
+                        self._titles[child.pid] = title
+                    title = self._titles.get(child.pid, title)  # an actor reads ray::IDLE between calls
+                    if title in rss:
+                        child_rss = child.memory_info().rss
+                        rss[title] += child_rss
+                        if title == RANKS:
+                            life = self.rank_life.setdefault(child.pid, [child_rss, child_rss, 0])
+                            life[1], life[2] = child_rss, life[2] + 1
+                except psutil.Error:
+                    continue
+            done = self._finished_trials()
+            self.samples.append({"t": round(time.monotonic() - started, 1), "finished": done,
+                                 **{k: round(v / 2**20, 1) for k, v in rss.items()}})
+            if len(self.samples) % 60 == 0:
+                print(f"[{self.samples[-1]['t']:6.0f} s] {done} trials finished; RSS MiB: "
+                      + ", ".join(f"{k} {self.samples[-1][k]:.0f}" for k in rss), flush=True)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def window_medians(samples: list[dict], key: str, lo: int, hi: int) -> float | None:
+    """The median of ``key`` over the samples taken while trials ``lo+1 .. hi`` were running (0 values, a
+    moment with no process of the kind, such as a gang being rebuilt, left out)."""
+    values = [s[key] for s in samples if lo <= s["finished"] < hi and s[key] > 0]
+    return round(statistics.median(values), 1) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=600)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--results", default=str(RESULTS), help="the JSON file this run is appended to")
+    args = parser.parse_args()
+
+    import ray
+
+    import tune_service
+    from tune_service.driver import init_ray
+
+    spec = {
+        "name": "soak", "task": "digits", "method": "random", "run_cap": args.trials, "seed": 0,
+        "metric": {"name": "val_accuracy", "goal": "maximize"},
+        "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-3, "max": 3e-2},
+                       "hidden": {"values": [32, 64]}},
+        "scheduler": {"type": "fifo", "max_t": args.epochs},
+        "resources": {"workers": 2, "cpus_per_worker": 1},
+        "wandb": {"mode": "disabled"},
+    }
+    with tempfile.TemporaryDirectory(prefix="soak-") as storage:
+        experiment = Path(storage) / "soak"
+        init_ray(num_cpus=os.cpu_count())  # the embedded Ray that tune-run starts
+        sampler = MemorySampler(experiment, args.epochs)
+        try:
+            sampler.start()
+            started = time.perf_counter()
+            result = tune_service.run(spec, storage=storage, name="soak", verbose=0)
+            wall_s = time.perf_counter() - started
+        finally:
+            try:
+                sampler.stop()
+            finally:
+                ray.shutdown()
+        own_s = sorted(float(json.loads(p.read_text().splitlines()[-1])["time_total_s"])
+                       for p in experiment.glob("trial_*/result.json") if p.read_text().strip())
+
+    samples, last = sampler.samples, args.trials - WINDOW
+    memory = {}
+    for key in ("driver", RANKS, TRIAL_ACTORS):
+        first, final = window_medians(samples, key, 0, WINDOW), window_medians(samples, key, last, args.trials)
+        growth = None if not first or final is None else round(final / first - 1, 3)
+        memory[key] = {"first_window_mib": first, "last_window_mib": final, "growth": growth,
+                       "flat": growth is not None and abs(growth) <= TARGET_GROWTH}
+    lives = [{"pid": pid, "first_mib": round(a / 2**20, 1), "last_mib": round(b / 2**20, 1), "samples": n}
+             for pid, (a, b, n) in sampler.rank_life.items()]
+    complete = [t for t in result.trials if t.metrics and t.epochs == args.epochs]
+    run = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "trials": args.trials, "epochs_per_trial": args.epochs,
+        "wall_s": round(wall_s, 1), "under_30_min": wall_s < TARGET_WALL_S,
+        "trials_recorded": len(result.trials), "trials_complete": len(complete),
+        "all_results": len(complete) == args.trials,
+        "statuses": {s: sum(t.status == s for t in result.trials) for s in ("completed", "stopped", "failed",
+                                                                             "interrupted")},
+        "trial_own_s": {"median": own_s[len(own_s) // 2], "max": own_s[-1]} if own_s else None,
+        "memory": memory,
+        "rank_processes": len(lives),
+        "rank_growth_over_life_max": max((round(l["last_mib"] / l["first_mib"] - 1, 3) for l in lives
+                                          if l["samples"] >= 10), default=None),
+        "rank_lives": lives,
+        "samples": len(samples),
+        "machine": {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+                    "python": sys.version.split()[0], "ray": ray.__version__},
+    }
+    print(json.dumps({k: v for k, v in run.items() if k != "rank_lives"}, indent=2))
+    out = Path(args.results)
+    runs = json.loads(out.read_text())["runs"] if out.exists() else []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": runs + [run]}, indent=2) + "\n")
+    print(f"appended run {len(runs) + 1} to {out}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()
