@@ -6,6 +6,8 @@ what the ranks did: their reports, their process ids, what they kept between tri
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
@@ -111,8 +113,13 @@ def test_a_rank_that_dies_fails_its_trial_and_retires_the_gang(gang):
     with pytest.raises(GangBroken, match="rank 1 of the trial's DDP gang died"):
         run(gang, trial("gang_tasks:FailingDigits", epochs=3, how="exit"))
     assert gang.retired is not None
-    with pytest.raises(ray.exceptions.RayActorError):  # its survivors were ended too
-        ray.get(gang.ranks[0].pid.remote(), timeout=30)
+    # Its survivors were ended too. ray.kill is asynchronous: a call sent just after it may still be
+    # served, so ask until the actor is gone.
+    deadline = time.monotonic() + 30
+    with pytest.raises(ray.exceptions.RayActorError):
+        while time.monotonic() < deadline:
+            ray.get(gang.ranks[0].pid.remote(), timeout=30)
+            time.sleep(0.2)
 
 
 def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):
