@@ -200,6 +200,7 @@ class RankWorker:
             )
             dist.barrier()  # every connection made now, not in the first trial's first step
         self.state = ProcessState()
+        _freeze_survivors()
         return os.getpid()
 
     def run_trial(self, token: str, trial: dict[str, Any], checkpoint: Any, output_dir: str | None) -> RankOutcome:
@@ -221,7 +222,10 @@ class RankWorker:
         finally:
             self.outbox.put((token, None))  # rank 0's run has ended: no more reports
             self.state.restore()
+            # Once more, now that a stop's traceback (which holds the loop's frames) is gone.
             release_memory(self.device)
+        if self.trials_run == 0:
+            _freeze_survivors()  # the modules that the first trial imported, its data
         self.trials_run += 1
         return RankOutcome(status, self.health())
 
@@ -235,7 +239,7 @@ class RankWorker:
         self.inbox.put((token, go_on))
 
     def health(self) -> RankHealth:
-        gc.collect()
+        """This rank's health now; taken after the trial's memory was released (``release_memory``)."""
         return RankHealth(
             rss_mib=_resident_mib(),
             cuda_allocated_bytes=torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0,
@@ -253,6 +257,19 @@ class RankWorker:
     def flag_differences(self) -> dict[str, tuple[Any, Any]]:
         """Torch flags that differ from this rank's baseline now (empty between trials); for tests."""
         return self.state.differences()
+
+
+def _freeze_survivors() -> None:
+    """Put what exists now out of the garbage collector's sight for good (``gc.freeze``).
+
+    Done once the process group is up and again after the gang's first trial: what lives then (torch and
+    the modules trials import, the process group, the first data set) lives as long as the gang. The
+    collection that ends each trial then looks at that trial's objects only: a full collection over
+    torch's objects took ~80 ms, and with two ranks on two cores the collections at each trial's end
+    were most of the time between trials (0.7 s of Tune's 0.75 s per trial in a sweep of short trials). Frozen objects are still freed by reference counting; only a
+    frozen cycle that becomes garbage stays (the gang's memory bound rebuilds a gang that grows).
+    """
+    gc.freeze()
 
 
 def _take(box: queue.Queue, token: str) -> Any:
