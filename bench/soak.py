@@ -32,6 +32,7 @@ RESULTS = ROOT / "bench" / "results" / "soak.json"
 TARGET_WALL_S = 30 * 60
 TARGET_GROWTH = 0.10
 WINDOW = 100  # trials: the first and the last window are compared
+SETTLE = 5  # trials: a rank process's growth over its life is counted from this many trials into it
 
 #: Process titles grouped into the figures (Ray names an actor's process ``ray::Class`` or
 #: ``ray::Class.method`` while a call runs; Tune's actor for a function trial is ``ImplicitFunc``).
@@ -51,7 +52,9 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.experiment, self.epochs, self.period = experiment, epochs, period
         self.samples: list[dict] = []
-        self.rank_life: dict[int, list[int]] = {}  # rank pid -> [first RSS, last RSS, samples seen]
+        #: rank pid -> {"seen_at": trials finished when first seen, "base": RSS once SETTLE trials more had
+        #: finished (its first trials import torch and build data), "last": RSS, "samples": n}
+        self.rank_life: dict[int, dict] = {}
         self._finished: set[Path] = set()
         self._titles: dict[int, str] = {}
         self._done = threading.Event()
@@ -71,6 +74,7 @@ class MemorySampler(threading.Thread):
 
         me, started = psutil.Process(), time.monotonic()
         while not self._done.wait(self.period):
+            done = self._finished_trials()
             rss = {"driver": me.memory_info().rss, RANKS: 0, TRIAL_ACTORS: 0}
             for child in me.children(recursive=True):
                 try:
@@ -82,11 +86,13 @@ class MemorySampler(threading.Thread):
                         child_rss = child.memory_info().rss
                         rss[title] += child_rss
                         if title == RANKS:
-                            life = self.rank_life.setdefault(child.pid, [child_rss, child_rss, 0])
-                            life[1], life[2] = child_rss, life[2] + 1
+                            life = self.rank_life.setdefault(child.pid, {"seen_at": done, "base": None,
+                                                                         "last": 0, "samples": 0})
+                            if life["base"] is None and done >= life["seen_at"] + SETTLE:
+                                life["base"] = child_rss
+                            life["last"], life["samples"] = child_rss, life["samples"] + 1
                 except psutil.Error:
                     continue
-            done = self._finished_trials()
             self.samples.append({"t": round(time.monotonic() - started, 1), "finished": done,
                                  **{k: round(v / 2**20, 1) for k, v in rss.items()}})
             if len(self.samples) % 60 == 0:
@@ -150,8 +156,8 @@ def main() -> None:
         growth = None if not first or final is None else round(final / first - 1, 3)
         memory[key] = {"first_window_mib": first, "last_window_mib": final, "growth": growth,
                        "flat": growth is not None and abs(growth) <= TARGET_GROWTH}
-    lives = [{"pid": pid, "first_mib": round(a / 2**20, 1), "last_mib": round(b / 2**20, 1), "samples": n}
-             for pid, (a, b, n) in sampler.rank_life.items()]
+    lives = [{"pid": pid, "base_mib": round(life["base"] / 2**20, 1), "last_mib": round(life["last"] / 2**20, 1),
+              "samples": life["samples"]} for pid, life in sampler.rank_life.items() if life["base"]]
     complete = [t for t in result.trials if t.metrics and t.epochs == args.epochs]
     run = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -164,8 +170,8 @@ def main() -> None:
         "trial_own_s": {"median": own_s[len(own_s) // 2], "max": own_s[-1]} if own_s else None,
         "memory": memory,
         "rank_processes": len(lives),
-        "rank_growth_over_life_max": max((round(l["last_mib"] / l["first_mib"] - 1, 3) for l in lives
-                                          if l["samples"] >= 10), default=None),
+        # Each rank process from SETTLE trials into its life (see MemorySampler) to its last sample.
+        "rank_growth_over_life_max": max((round(l["last_mib"] / l["base_mib"] - 1, 3) for l in lives), default=None),
         "rank_lives": lives,
         "samples": len(samples),
         "machine": {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
