@@ -6,7 +6,7 @@ The functions are BoTorch's ``AugmentedBranin`` and ``AugmentedHartmann`` (close
 0.397887 and -3.322368). A trial of a configuration ``x`` reports ``f(x, epoch / max_t)`` at epochs 1 to
 ``max_t``: the fidelity is the epoch (:func:`bench.functions.closed_form_trial`).
 
-What runs: the service's searcher and scheduler objects (``tune_service.registry.build_searcher`` /
+What runs: the service's searcher and scheduler objects (``tune_service.search.registry.build_searcher`` /
 ``build_scheduler`` on a spec, as a sweep builds them) on real Ray Tune, two trials at a time, with that
 closed-form function as the trainable (Tune's per-result file loggers off, as in search_efficiency).
 Variants:
@@ -18,7 +18,7 @@ Variants:
 
 Every run gets the same budget of trial-epochs (``budget`` x ``max_t``; a Tune stopper ends the run once
 it is spent). A run without early stopping has ``budget`` trials; one with it has as many as the
-scheduler's expected schedule fits in the budget (``tune_service.schedule``, the arithmetic ``--dry-run``
+scheduler's expected schedule fits in the budget (``tune_service.search.schedule``, the arithmetic ``--dry-run``
 prints). The incumbent is the best configuration at the highest fidelity reached, as HpBandSter picks
 it; its simple regret is ``f(x, 1) - f*``. Figures: the median regret over the seeds, each variant
 against random + FIFO (target: no worse than that anchor).
@@ -47,8 +47,8 @@ ANCHOR = "random + FIFO"
 
 def _spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any]):
     from bench.functions import FUNCTIONS
-    from tune_service.schedule import expected_schedule
-    from tune_service.spec import load_spec
+    from tune_service.search.schedule import expected_schedule
+    from tune_service.spec.sweep import load_spec
 
     _, bounds, _ = FUNCTIONS[function]
     scheduler = {"type": ("hyperband" if method == "bohb" else "asha") if early else "fifo",
@@ -121,7 +121,7 @@ def optimise(function: str, variant: str, seed: int, size: dict[str, Any]) -> di
     from ray import tune
 
     from bench.functions import FUNCTIONS, closed_form_trial
-    from tune_service import registry
+    from tune_service.search import registry
 
     method, early = VARIANTS[variant]
     spec = _spec(function, method, early, seed, size)

@@ -128,7 +128,7 @@ def main() -> None:
     import ray
 
     import tune_service
-    from tune_service.driver import init_ray
+    from tune_service.execution.driver import init_ray
 
     spec = {
         "name": "load", "method": "random", "run_cap": args.trials, "seed": 0,

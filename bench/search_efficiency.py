@@ -6,7 +6,7 @@ Pairs, each run for the same seeds and the same number of configurations:
 - hyperopt TPE + ASHA against random search + FIFO;
 - BOHB (with HyperBand-for-BOHB) against random search + HyperBand.
 
-What runs: the service's own searcher and scheduler objects (``tune_service.registry.build_searcher`` /
+What runs: the service's own searcher and scheduler objects (``tune_service.search.registry.build_searcher`` /
 ``build_scheduler`` on a spec, the very classes a sweep uses: our TrialConfigs wrapper, RandomSearch,
 hyperopt with the service's initial points, BOHB on the service's ConfigSpace, ASHA and the service's
 HyperBand) on real Ray Tune, two trials at a time as on 2 CPUs, with a light trainable: the digits MLP
@@ -63,8 +63,8 @@ def sweep(variant: str, seed: int, size: dict[str, Any]) -> dict[str, Any]:
     from ray import tune
 
     from bench.workloads import digits_trial
-    from tune_service import registry
-    from tune_service.spec import load_spec
+    from tune_service.search import registry
+    from tune_service.spec.sweep import load_spec
 
     method, scheduler = VARIANTS[variant]
     spec = load_spec({

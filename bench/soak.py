@@ -121,7 +121,7 @@ def main() -> None:
     import ray
 
     import tune_service
-    from tune_service.driver import init_ray
+    from tune_service.execution.driver import init_ray
 
     spec = {
         "name": "soak", "task": "digits", "method": "random", "run_cap": args.trials, "seed": 0,

@@ -51,10 +51,10 @@ def _free_port() -> int:
 def measure(poll_interval_s: str | None, reports: int, trials: int) -> dict:
     import ray
 
-    from tune_service.driver import build_tuner
-    from tune_service.plan import make_plan
-    from tune_service.resources import from_ray
-    from tune_service.spec import load_spec
+    from tune_service.execution.driver import build_tuner
+    from tune_service.execution.plan import make_plan
+    from tune_service.execution.resources import from_ray
+    from tune_service.spec.sweep import load_spec
 
     env = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": poll_interval_s} if poll_interval_s else {}
     # A dashboard port of our own, told to the workers: Ray Train's placement-group cleaner otherwise
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2)
     args = parser.parse_args()
 
-    from tune_service.trial import TRAIN_POLL_INTERVAL_S
+    from tune_service.execution.fresh_trial import TRAIN_POLL_INTERVAL_S
 
     ray_default = measure("2.0", args.reports, args.trials)
     service = measure(None, args.reports, args.trials)  # the trial sets its own poll interval

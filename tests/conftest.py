@@ -10,7 +10,7 @@ import pytest
 def ray_cluster():
     import ray
 
-    from tune_service.driver import init_ray
+    from tune_service.execution.driver import init_ray
 
     init_ray(num_cpus=2)  # the same embedded Ray that `tune-run` starts, sized like CI's machine
     try:
@@ -37,9 +37,15 @@ def _wandb_offline(monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` need CUDA: skipped, with the reason, on machines without it (CI)."""
+    """The tiers: a test on a real Ray (``integration``) is ``slow`` unless it is marked ``quick``, so
+    ``pytest -m "not slow"`` runs the unit and training tests and a couple of tiny real sweeps.
+
+    Tests marked ``gpu`` need CUDA: skipped, with the reason, on machines without it (CI)."""
     import torch
 
+    for item in items:
+        if "integration" in item.keywords and "quick" not in item.keywords:
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

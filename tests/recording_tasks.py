@@ -21,7 +21,7 @@ from tune_service.tasks import ResolvedTask
 from tune_service.tasks.digits import Digits
 from tune_service.training import LocalContext, TrainingSettings, fit
 from tune_service.training.loop import TrialConfig
-from tune_service.training.settings import DDPSettings
+from tune_service.spec.training import DDPSettings
 from tune_service.training.wrapping import prepare_model
 
 #: An odd number of validation images: the two ranks' shards differ in size (180 and 179).

@@ -48,7 +48,7 @@ def config_reporting_loop(config):
     score that depends on them, so a model-based searcher has something to fit."""
     import ray.train
 
-    from tune_service.spaces import flatten
+    from tune_service.spec.configs import flatten
 
     received = flatten(config)
     score = float(received.get("lr", 0.0)) + (0.5 if received.get("optimizer") == "sgd" else 0.0)

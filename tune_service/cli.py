@@ -109,13 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tune_service.plan import make_plan
-    from tune_service.spec import load_spec, parse_override
+    from tune_service.execution.plan import make_plan
+    from tune_service.spec.sweep import load_spec, parse_override
 
     if args.resume:
         if args.overrides or args.dry_run or args.name:
             raise TuneServiceError("--resume: continues the sweep as it was; --set, --name and --dry-run do not apply")
-        from tune_service.driver import resume
+        from tune_service.execution.driver import resume
 
         outcome = resume(args.resume, address=args.address)
     else:
@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"note         concurrency shown for this machine; the cluster at {args.address} decides at run time")
             return 0
 
-        from tune_service.driver import run
+        from tune_service.execution.driver import run
 
         outcome = run(spec, address=args.address, storage=args.storage, name=args.name)
     print()
@@ -154,7 +154,7 @@ def _print_outcome(outcome, top: int = 10) -> None:
 
 
 def _results(args: argparse.Namespace) -> int:
-    from tune_service.results import load
+    from tune_service.results.sweep_result import load
 
     if Path(args.experiment).exists() or args.address is None and not args.experiment.startswith("raysubmit_"):
         outcome = load(args.experiment)
@@ -164,7 +164,7 @@ def _results(args: argparse.Namespace) -> int:
         outcome = attach(args.experiment, args.address).results()
     _print_outcome(outcome, args.top)
     if args.plot:
-        from tune_service.plots import write_plots
+        from tune_service.results.plots import write_plots
 
         for path in write_plots(outcome):
             print(f"plot: {path}")
@@ -173,7 +173,7 @@ def _results(args: argparse.Namespace) -> int:
 
 def _submit(args: argparse.Namespace) -> int:
     from tune_service.jobs import submit
-    from tune_service.spec import parse_override
+    from tune_service.spec.sweep import parse_override
 
     overrides = dict(parse_override(text) for text in args.overrides)
     runtime_env = {"working_dir": args.working_dir} if args.working_dir else None

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tune_service import results
+from tune_service.results import sweep_result as results
 from tune_service.errors import TuneServiceError
-from tune_service.spec import SweepSpec, load_spec
+from tune_service.spec.sweep import SweepSpec, load_spec
 
 #: The Jobs API of a Ray cluster started on this machine (``ray start --head``).
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
@@ -70,7 +70,7 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     Raises:
         TuneServiceError: the spec is invalid, or the Jobs API cannot be reached or refuses the job.
     """
-    from tune_service.driver import experiment_name
+    from tune_service.execution.driver import experiment_name
 
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec, {**(overrides or {}), **more_overrides})

@@ -12,7 +12,7 @@ import pytest
 
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
 from tune_service.tasks import resolve_task
-from tune_service.training.settings import TrainingSettings
+from tune_service.spec.training import TrainingSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -11,8 +11,8 @@ import yaml
 
 import tune_service
 from tune_service import cli
-from tune_service.schedule import expected_schedule
-from tune_service.spec import SchedulerSpec
+from tune_service.search.schedule import expected_schedule
+from tune_service.spec.sweep import SchedulerSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +23,7 @@ def only_dir(storage: Path) -> Path:
     return experiment
 
 
+@pytest.mark.quick
 def test_cli_hyperopt_asha_sweep_end_to_end(ray_cluster, tmp_path, capsys):
     storage = tmp_path / "runs"
     code = cli.main([
@@ -78,6 +79,7 @@ def test_hyperband_with_random_search_fills_its_brackets_one_trial_at_a_time(ray
     assert sum(t.epochs for t in result.trials) == expected.trial_epochs
 
 
+@pytest.mark.quick
 def test_user_task_by_import_path_under_grid_and_fifo(ray_cluster, tmp_path):
     spec = {
         "name": "regression", "task": "user_tasks:TinyRegression", "method": "grid",

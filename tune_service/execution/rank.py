@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from tune_service.execution.checkpoints import CHECKPOINT_REPORT_FILE
+from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.redaction import redacted_errors
 from tune_service.training.checkpoint import load_state
 from tune_service.training.data_cache import DataCache

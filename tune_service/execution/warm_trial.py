@@ -18,13 +18,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from tune_service.execution.checkpoints import newest_checkpoint, trial_storage
+from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
 from tune_service.execution.gang import GangSettings, lease_gang
-from tune_service.spaces import plain
+from tune_service.spec.configs import plain
 from tune_service.tasks import ResolvedTask
 from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory
-from tune_service.training.settings import TrainingSettings
+from tune_service.spec.training import TrainingSettings
 
 logger = logging.getLogger(__name__)
 

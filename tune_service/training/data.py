@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from tune_service.training.distributed import RankInfo
-from tune_service.training.settings import AUTO, TrainingSettings
+from tune_service.spec.training import AUTO, TrainingSettings
 
 #: The posts' rule of thumb for DataLoader workers per GPU.
 WORKERS_PER_GPU = 4

@@ -36,7 +36,7 @@ from tune_service.training.oom import is_out_of_memory, out_of_memory_error, rel
 from tune_service.training.optim import LearningRate, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.profiling import StepProfiler
-from tune_service.training.settings import TrainingSettings
+from tune_service.spec.training import TrainingSettings
 from tune_service.training.wrapping import PreparedModel, prepare_model
 
 

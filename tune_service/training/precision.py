@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tune_service.training.settings import PRECISIONS
+from tune_service.spec.training import PRECISIONS
 
 
 @dataclass(frozen=True)

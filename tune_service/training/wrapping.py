@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from tune_service.training.settings import AUTO, TrainingSettings
+from tune_service.spec.training import AUTO, TrainingSettings
 
 _BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 

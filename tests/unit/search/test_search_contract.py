@@ -1,0 +1,148 @@
+"""One contract for every searcher and scheduler, driven through the calls Tune makes, without Ray
+running (as Syne Tune tests its schedulers): suggest, result, complete, save, restore.
+
+Searchers: every method the spec offers, built as a sweep builds it (``registry.build_searcher``).
+Each suggestion is a whole trial config in the spec's domain; a searcher saved mid-sweep and restored
+into a new one goes on exactly as the original would (the next suggestions are equal), so a resumed
+sweep neither repeats nor skips a configuration.
+
+Schedulers: FIFO and ASHA as the spec builds them; every result gets a decision Tune knows, and a
+scheduler rebuilt from what the trials reported (a resume) decides the next result as the original
+does. HyperBand pauses and resumes trials through Tune's controller, so it is driven on a real Ray
+(tests/integration: its brackets across a driver's SIGKILL).
+"""
+
+from __future__ import annotations
+
+import pytest
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
+from ray.tune.search import Searcher
+
+from tune_service.search import registry
+from tune_service.search.replay import RecordedTrial
+from tune_service.spec.sweep import load_spec
+
+METRIC = "val_loss"
+PARAMETERS = {
+    "random": {"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
+               "hidden": {"values": [16, 32, 64]}, "optimizer": {"parameters": {"momentum": {"min": 0.0, "max": 0.9}}}},
+    "grid": {"lr": {"values": [0.001, 0.01, 0.1]}, "hidden": {"values": [16, 32, 64]},
+             "optimizer": {"parameters": {"momentum": {"values": [0.0, 0.9]}}}},
+}
+PARAMETERS["bayes"] = PARAMETERS["bohb"] = PARAMETERS["random"]
+
+
+def build(method: str, scheduler: dict | None = None):
+    default = {"type": "hyperband" if method == "bohb" else "fifo", "max_t": 3}
+    spec = load_spec({"method": method, "run_cap": 12, "seed": 3, "metric": {"name": METRIC, "goal": "minimize"},
+                      "parameters": PARAMETERS[method], "scheduler": scheduler or default})
+    searcher, num_trials = registry.build_searcher(spec)
+    searcher.set_search_properties(METRIC, "min", {})  # what Tune does before the first suggestion
+    return spec, searcher, num_trials
+
+
+def loss(config: dict) -> float:
+    """A made-up objective of the config, so model-based searchers have something to learn."""
+    return abs(config["lr"] - 0.01) * 10 + config["hidden"] / 64 + config["optimizer"]["momentum"]
+
+
+def in_domain(method: str, config: dict) -> bool:
+    lr, hidden, momentum = config["lr"], config["hidden"], config["optimizer"]["momentum"]
+    if method == "grid":
+        return lr in (0.001, 0.01, 0.1) and hidden in (16, 32, 64) and momentum in (0.0, 0.9)
+    return 1e-4 <= lr <= 1e-1 and hidden in (16, 32, 64) and 0.0 <= momentum <= 0.9
+
+
+def run_trials(searcher: Searcher, ids: list[str]) -> list[dict]:
+    """Suggest, report two epochs and complete each trial in turn, as Tune does at concurrency 1."""
+    configs = []
+    for trial_id in ids:
+        config = searcher.suggest(trial_id)
+        assert isinstance(config, dict), f"{trial_id}: {config!r}"
+        for epoch in (1, 2):
+            searcher.on_trial_result(trial_id, {METRIC: loss(config) / epoch, "epoch": epoch})
+        searcher.on_trial_complete(trial_id, {METRIC: loss(config) / 2, "epoch": 2})
+        configs.append(config)
+    return configs
+
+
+@pytest.mark.parametrize("method", ["random", "grid", "bayes", "bohb"])
+def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(method, tmp_path):
+    _, searcher, num_trials = build(method)
+    assert num_trials == 12
+    first = run_trials(searcher, [f"t{i}" for i in range(5)])
+    assert all(in_domain(method, c) for c in first), first
+    assert len({repr(sorted(c.items())) for c in first}) == 5  # no configuration twice
+
+    searcher.save(str(tmp_path / "searcher.pkl"))
+    _, restored, _ = build(method)
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    ids = [f"t{i}" for i in range(5, 8)]
+    assert run_trials(restored, ids) == run_trials(searcher, ids)
+
+
+def test_grid_ends_after_its_points_and_the_cap():
+    _, searcher, num_trials = build("grid")
+    assert num_trials == 12  # 18 points, cut at run_cap
+    run_trials(searcher, [f"t{i}" for i in range(12)])
+    assert searcher.suggest("t12") == Searcher.FINISHED
+
+
+SCHEDULERS = {
+    "fifo": {"type": "fifo", "max_t": 9},
+    "asha": {"type": "asha", "max_t": 9, "grace_period": 1, "reduction_factor": 3},
+}  # HyperBand: see the module's docstring
+
+
+class Controller:
+    """What a scheduler asks of Tune's controller in these calls: nothing beyond being passed along."""
+
+
+def results_of(trial_index: int) -> list[dict]:
+    """Trial i's losses: later trials are worse, so ASHA has trials to stop."""
+    return [{METRIC: 1.0 + trial_index - 0.1 * epoch, "epoch": epoch, "training_iteration": epoch}
+            for epoch in range(1, 4)]
+
+
+def stub_trials(count: int, status: str = Trial.PENDING) -> list[Trial]:
+    trials = [Trial("trainable", config={}, trial_id=f"t{i}", stub=True) for i in range(count)]
+    for trial in trials:
+        trial.status = status
+    return trials
+
+
+def decide(scheduler: TrialScheduler, trial: Trial, index: int) -> list[str]:
+    """Report the trial's epochs until the scheduler stops it; its decisions in order."""
+    decisions = []
+    for result in results_of(index):
+        decisions.append(scheduler.on_trial_result(Controller(), trial, result))
+        if decisions[-1] == TrialScheduler.STOP:
+            break
+    scheduler.on_trial_complete(Controller(), trial, result)
+    return decisions
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEDULERS))
+def test_a_scheduler_decides_every_result_and_a_rebuilt_one_decides_as_the_original(kind):
+    spec, _, _ = build("random", SCHEDULERS[kind])
+    original = registry.build_scheduler(spec)
+    original.set_search_properties(METRIC, "min")
+    trials = stub_trials(6)
+    for trial in trials:
+        original.on_trial_add(Controller(), trial)
+    decisions = {trial.trial_id: decide(original, trial, i) for i, trial in enumerate(trials)}
+    every = [d for ds in decisions.values() for d in ds]
+    assert set(every) <= {TrialScheduler.CONTINUE, TrialScheduler.STOP, TrialScheduler.PAUSE}
+    expected = {TrialScheduler.CONTINUE, TrialScheduler.STOP} if kind == "asha" else {TrialScheduler.CONTINUE}
+    assert set(every) == expected  # ASHA stops the worse trials at a rung; FIFO none
+
+    # A resume after five trials ended: rebuilt from what they reported, the scheduler judges the sixth
+    # as the original did.
+    recorded = {f"t{i}": RecordedTrial(tuple(results_of(i)[:len(decisions[f"t{i}"])])) for i in range(5)}
+    rebuilt = registry.build_scheduler(spec, recorded)
+    rebuilt.set_search_properties(METRIC, "min")
+    ended, sixth = stub_trials(5, Trial.TERMINATED), stub_trials(6)[5]
+    for trial in (*ended, sixth):
+        rebuilt.on_trial_add(Controller(), trial)
+    assert decide(rebuilt, sixth, 5) == decisions["t5"]

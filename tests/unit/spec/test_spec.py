@@ -1,0 +1,185 @@
+"""The spec loader: defaults, the W&B grammar subset, overrides, and every error message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tune_service.errors import SpecError
+from tune_service.spec.sweep import load_spec, parse_override
+from tune_service.spec.training import DEFAULT_PROFILE_STEPS, DDPSettings, TrainingSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def minimal(**extra):
+    spec = {"method": "random", "parameters": {"lr": {"min": 0.001, "max": 0.1}}}
+    spec.update(extra)
+    return spec
+
+
+def problems(raw) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(raw)
+    return [str(p) for p in info.value.problems]
+
+
+def test_quickstart_loads_with_its_values():
+    spec = load_spec(ROOT / "search_spaces" / "quickstart.yaml")
+    assert spec.name == "quickstart"
+    assert spec.searcher == "hyperopt"  # bayes means hyperopt TPE
+    assert spec.metric.mode == "max"
+    assert spec.resources.workers == 2
+    lr = spec.parameter("lr")
+    assert (lr.distribution, lr.min, lr.max) == ("log_uniform_values", 1e-4, 3e-2)  # "1e-4" read as a number
+
+
+def test_defaults():
+    spec = load_spec(minimal())
+    assert spec.run_cap == 10
+    assert (spec.metric.name, spec.metric.goal) == ("val_loss", "minimize")
+    assert spec.scheduler.type == "asha" and spec.scheduler.max_t == 10
+    assert spec.task == "digits"
+    assert spec.parameter("lr").distribution == "uniform"  # float min/max
+
+
+def test_inferred_distributions():
+    spec = load_spec(minimal(parameters={
+        "a": {"value": 3}, "b": {"values": [1, 2]}, "c": {"min": 1, "max": 4}, "d": {"min": 0.1, "max": 1},
+    }))
+    kinds = [p.distribution for p in spec.parameters]
+    assert kinds == ["constant", "categorical", "int_uniform", "uniform"]
+
+
+def test_bohb_defaults_to_hyperband_and_refuses_asha():
+    assert load_spec(minimal(method="bohb")).scheduler.type == "hyperband"
+    assert problems(minimal(method="bohb", scheduler={"type": "asha"})) == [
+        "scheduler.type: must be hyperband when method is bohb (BOHB's brackets need HyperBand-for-BOHB), got 'asha'"
+    ]
+
+
+def test_overrides_are_dotted_and_typed():
+    key, value = parse_override("scheduler.max_t=5")
+    assert (key, value) == ("scheduler.max_t", 5)
+    spec = load_spec(minimal(), {key: value, "run_cap": 3, "parameters.lr.min": 0.01})
+    assert spec.scheduler.max_t == 5 and spec.run_cap == 3 and spec.parameter("lr").min == 0.01
+
+
+def test_training_block_has_defaults_and_reads_every_setting():
+    assert load_spec(minimal()).training == TrainingSettings()
+    spec = load_spec(minimal(
+        resources={"gpus_per_worker": 1},
+        training={"precision": "bf16", "grad_accum_steps": 4, "batch_size_scope": "per_rank", "lr_scaling": "linear",
+                  "warmup_epochs": 2, "sync_batchnorm": True, "num_workers": 2, "pin_memory": False, "compile": True,
+                  "deterministic": True, "profile": True, "oom_retry": True, "checkpoint_every": 0,
+                  "ddp": {"bucket_cap_mb": 50, "static_graph": True}}))
+    t = spec.training
+    assert (t.precision, t.grad_accum_steps, t.batch_size_scope, t.lr_scaling, t.warmup_epochs) == ("bf16", 4, "per_rank", "linear", 2)
+    assert (t.sync_batchnorm, t.num_workers, t.pin_memory, t.compile, t.deterministic) == (True, 2, False, True, True)
+    assert (t.profile_steps, t.oom_retry, t.checkpoint_every) == (DEFAULT_PROFILE_STEPS, True, 0)
+    assert t.ddp == DDPSettings(bucket_cap_mb=50, static_graph=True)
+
+
+def test_override_without_equals_is_refused():
+    with pytest.raises(SpecError, match=r"--set: must be KEY=VALUE, got 'run_cap'"):
+        parse_override("run_cap")
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (minimal(parameters={"lr": {"distribution": "log_uniform_values", "min": 0, "max": 1}}),
+     "parameters.lr.min: must be > 0 for log_uniform_values, got 0"),
+    (minimal(parameters={"lr": {"min": 0.5, "max": 0.1}}), "parameters.lr.min: must be <= max (0.1), got 0.5"),
+    (minimal(parameters={"h": {"values": []}}), "parameters.h.values: must be a non-empty list, got []"),
+    (minimal(parameters={"h": {"values": [1, 2], "probabilities": [0.5, 0.6]}}),
+     "parameters.h.probabilities: must be >= 0 and sum to 1, got [0.5, 0.6] (sum 1.1)"),
+    (minimal(parameters={"h": {"distribution": "uniformm", "min": 0, "max": 1}}),
+     "parameters.h.distribution: must be one of constant, categorical, uniform, int_uniform, q_uniform, "
+     "log_uniform, q_log_uniform, log_uniform_values, q_log_uniform_values, inv_log_uniform, "
+     "inv_log_uniform_values, normal, q_normal, log_normal, q_log_normal, beta, q_beta, got 'uniformm' "
+     "(did you mean 'uniform'?)"),
+    (minimal(parameters={"h": {"distribution": "int_uniform", "min": 1.5, "max": 4}}),
+     "parameters.h.min: must be an integer for int_uniform, got 1.5"),
+    (minimal(parameters={"h": {"distribution": "uniform", "min": "abc", "max": 4}}),
+     "parameters.h.min: must be a finite number, got 'abc'"),
+    (minimal(parameters={"h": {"mn": 1, "max": 4}}),
+     "parameters.h.mn: unknown key (did you mean 'min'?); valid keys: value, values, probabilities, distribution, "
+     "min, max, q, mu, sigma, a, b, when, parameters"),
+    (minimal(parameters={"h": 5}),
+     "parameters.h: must be a mapping such as {value: ...}, {values: [...]} or {distribution: ..., min: ..., max: ...}, got 5"),
+    (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, got 'tpe'"),
+    (minimal(metric={"name": "acc", "goal": "max"}),
+     "metric.goal: must be one of minimize, maximize, got 'max' (did you mean 'maximize'?)"),
+    (minimal(run_cap=0), "run_cap: must be >= 1, got 0"),
+    (minimal(run_cap="ten"), "run_cap: must be an integer, got 'ten'"),
+    (minimal(scheduler={"type": "median"}), "scheduler.type: must be one of asha, hyperband, fifo, got 'median'"),
+    (minimal(scheduler={"max_t": 3, "grace_period": 5}), "scheduler.grace_period: must be <= scheduler.max_t (3), got 5"),
+    (minimal(scheduler={"reduction_factor": 1}), "scheduler.reduction_factor: must be > 1, got 1"),
+    (minimal(resources={"workers": 0}), "resources.workers: must be >= 1, got 0"),
+    (minimal(resources={"cpus_per_worker": -1}), "resources.cpus_per_worker: must be > 0, got -1"),
+    (minimal(resources={"gpus": 1}),
+     "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
+    (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
+     "method, metric, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, program, command"),
+    (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
+    (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
+    (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
+    (minimal(wandb={"projet": "x"}), "wandb.projet: unknown key (did you mean 'project'?); valid keys: project, "
+     "entity, group, tags, mode, log_checkpoints, init_timeout"),
+    (minimal(wandb={"init_timeout": 0}), "wandb.init_timeout: must be > 0 seconds, got 0"),
+    (minimal(wandb="offline"), "wandb: must be a mapping, got 'offline'"),
+    (minimal(training={"precision": "fp8"}), "training.precision: must be one of auto, bf16, fp16, fp32, got 'fp8'"),
+    (minimal(training={"grad_accum_steps": 0}), "training.grad_accum_steps: must be >= 1, got 0"),
+    (minimal(training={"num_workers": "many"}), "training.num_workers: must be auto or an integer >= 0, got 'many'"),
+    (minimal(training={"pin_memory": "yes"}), "training.pin_memory: must be auto, true or false, got 'yes'"),
+    (minimal(training={"sync_batchnorm": True}),
+     "training.sync_batchnorm: true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
+     "resources.gpus_per_worker is 0), got true; use auto or false"),
+    (minimal(training={"ddp": {"bucket_cap_mb": 0}}), "training.ddp.bucket_cap_mb: must be > 0, got 0"),
+    (minimal(training={"ddp": {"bucket_cap": 5}}), "training.ddp.bucket_cap: unknown key (did you mean "
+     "'bucket_cap_mb'?); valid keys: bucket_cap_mb, gradient_as_bucket_view, static_graph, find_unused_parameters"),
+    (minimal(training={"lr_scaling": "sqrt"}), "training.lr_scaling: must be one of none, linear, got 'sqrt'"),
+    (minimal(training={"profile": -1}), "training.profile: must be >= 0, got -1"),
+    (minimal(method="bohb", parameters={"lr": {"value": 0.1}}),
+     "parameters: method bohb needs at least one searched parameter (`values` or a `distribution`), got only "
+     "constants; use method random or grid"),
+])
+def test_each_error_names_path_rule_and_value(raw, expected):
+    assert problems(raw) == [expected]
+
+
+def test_all_errors_are_reported_at_once():
+    found = problems(minimal(method="tpe", run_cap=0, resources={"workers": 0}))
+    assert [p.split(":")[0] for p in found] == ["method", "resources.workers", "run_cap"]
+
+
+def test_wandb_agent_keys_are_read_and_reported_not_ignored():
+    spec = load_spec(minimal(program="train.py", command=["${env}", "python"]))
+    assert any(n.startswith("program:") for n in spec.notes)
+    assert any(n.startswith("command:") for n in spec.notes)
+
+
+def test_yaml_errors_name_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("method: random\nparameters:\n  lr: {min: 1, max: [\n")
+    with pytest.raises(SpecError, match=r"bad.yaml: invalid YAML at line \d+, column \d+"):
+        load_spec(path)
+
+
+def test_non_mapping_document_is_refused(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(SpecError, match="list.yaml: must be a mapping of keys to values, got list"):
+        load_spec(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(SpecError, match="spec file not found"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_yaml_is_read_safely(tmp_path):
+    path = tmp_path / "evil.yaml"
+    path.write_text("method: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(SpecError, match="invalid YAML"):
+        load_spec(path)

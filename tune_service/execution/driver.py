@@ -1,0 +1,341 @@
+"""The driver: ``build_tuner(plan)`` is pure (no ``ray.init``, no ``fit``, no file written); ``run`` is
+the one place with side effects: it connects to (or starts) Ray, runs the Tuner, and writes the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from tune_service import redaction
+from tune_service.results import sweep_result as results
+from tune_service.search import registry
+from tune_service.errors import TuneServiceError
+from tune_service.experiment import layout
+from tune_service.execution.gang import GangSettings
+from tune_service.execution.warm_trial import WarmTrial, trial_resources
+from tune_service.execution.plan import SweepPlan, plan_sweep
+from tune_service.execution.resources import from_ray
+from tune_service.spec.sweep import SweepSpec, load_spec
+from tune_service.execution.fresh_trial import DRIVER_RESOURCES, TrialTemplate
+
+DEFAULT_STORAGE = "experiments"
+
+
+def experiment_name(spec: SweepSpec) -> str:
+    """The default experiment name: the sweep's name and the start time, so runs never collide."""
+    return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@dataclass(frozen=True)
+class TunerRecipe:
+    """Everything a Ray Tune ``Tuner`` is made of, before it exists. ``create()`` makes the Tuner, which
+    writes the experiment directory (Ray's constructor saves ``tuner.pkl`` there)."""
+
+    trainable: Any
+    param_space: dict[str, Any]
+    tune_config: Any
+    run_config: Any
+
+    def create(self):
+        from ray import tune
+
+        return tune.Tuner(self.trainable, param_space=self.param_space, tune_config=self.tune_config,
+                          run_config=self.run_config)
+
+    def restore(self, experiment_dir: str | os.PathLike):
+        """The Tuner of an interrupted experiment: unfinished trials resume from their checkpoints;
+        finished and failed ones stay as they were. The scheduler is this recipe's (Ray would unpickle
+        the one saved when the experiment began, which knows none of its results)."""
+        from ray import tune
+
+        tuner = tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
+                                   restart_errored=False, param_space=self.param_space)
+        tuner._local_tuner._tune_config.scheduler = self.tune_config.scheduler  # Ray 2.60 has no public setter
+        return tuner
+
+
+def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
+                verbose: int = 1, recorded: Mapping[str, Any] | None = None) -> TunerRecipe:
+    """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
+
+    Args:
+        storage: the directory (or URI) that holds experiments; the experiment is ``storage/name``.
+        callbacks: Tune callbacks (progress, logging) added to the run.
+        recorded: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`),
+            from which the scheduler's records are rebuilt.
+    """
+    from ray import tune
+
+    if plan.max_concurrent is None:
+        raise TuneServiceError("build_tuner: the plan has no cluster yet; make it with make_plan(spec, cluster) "
+                               "or plan_sweep(spec).on(cluster)")
+    spec = plan.spec
+    fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
+    if plan.warm_gangs:
+        gang = GangSettings.from_spec(spec.resources, spec.execution)
+        template = WarmTrial(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, gang=gang,
+                             training=spec.training, metric=spec.metric.name, secrets=fingerprints)
+        resources = trial_resources(gang)
+        # A failed trial is retried by Tune (from its newest checkpoint, on a new gang); a fresh trial
+        # retries inside its Ray Train run instead.
+        failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
+    else:
+        template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed,
+                                 resources=spec.resources, training=spec.training, metric=spec.metric.name,
+                                 max_failures=spec.failure.max_failures, secrets=fingerprints)
+        resources, failure = DRIVER_RESOURCES, None
+
+    def run_trial(config: dict[str, Any]) -> None:
+        with redaction.redacted_errors(fingerprints):  # before Ray writes the error (error.txt, logs)
+            template(config)
+
+    tune_config = tune.TuneConfig(
+        metric=spec.metric.name,
+        mode=spec.metric.mode,
+        search_alg=plan.searcher,
+        scheduler=registry.build_scheduler(spec, recorded),
+        num_samples=plan.num_trials,
+        max_concurrent_trials=plan.max_concurrent,
+        trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
+        # A warm trial's actor (and with it its placement group and gang) serves the slot's next trial.
+        reuse_actors=plan.warm_gangs,
+    )
+    run_config = tune.RunConfig(
+        name=name,
+        storage_path=str(Path(storage).resolve()) if "://" not in str(storage) else str(storage),
+        callbacks=callbacks or [],
+        verbose=verbose,
+        failure_config=failure,
+        # The newest checkpoint is all a resumed trial needs; one more survives a cut-off copy.
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2) if plan.warm_gangs else None,
+    )
+    # The searcher hands each trial its whole config (constants included), so Tune's param_space is empty.
+    return TunerRecipe(tune.with_resources(run_trial, resources), {}, tune_config, run_config)
+
+
+def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str | None = None,
+        storage: str | os.PathLike = DEFAULT_STORAGE, name: str | None = None, task: Any = None,
+        overrides: Mapping[str, Any] | None = None, verbose: int = 1, **more_overrides: Any) -> results.SweepResult:
+    """Run a sweep to the end and return its :class:`~tune_service.results.sweep_result.SweepResult`.
+
+    Args:
+        spec: a spec file path, a dict in the spec format, or a loaded :class:`SweepSpec`.
+        address: a Ray cluster to connect to (``auto`` or ``HOST:PORT``); ``None`` starts an embedded
+            local Ray (or uses the one this process already started).
+        storage: where experiments are written; the experiment directory is ``storage/name``.
+        name: the experiment name; by default the spec's name and the start time.
+        task: a Task object or train function to use instead of the spec's ``task`` string.
+        overrides / more_overrides: dotted spec keys to set, e.g. ``run_cap=4`` or
+            ``overrides={"scheduler.max_t": 3}``.
+
+    An interrupted sweep (Ctrl+C) returns what it has, with ``interrupted`` set; :func:`resume` finishes it.
+
+    Raises:
+        TuneServiceError: the spec is invalid, the task cannot be used, or a trial cannot fit the cluster.
+    """
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec, {**(overrides or {}), **more_overrides})
+    elif overrides or more_overrides:
+        raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
+    redaction.refuse_secrets_in_spec(spec.source)  # what a spec holds is saved, by us and by Ray
+    experiment_dir = _new_experiment_dir(storage, name or experiment_name(spec))
+    return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
+
+
+def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, task: Any = None,
+           verbose: int = 1) -> results.SweepResult:
+    """Finish an interrupted sweep: finished trials are kept as they are (never rerun), interrupted ones
+    continue from their last checkpoints, and the searcher goes on up to ``run_cap`` trials.
+
+    Args:
+        experiment_dir: the directory :func:`run` wrote (``storage/name``).
+        task: the task object, if the sweep was run with one (``run(..., task=...)``).
+
+    Raises:
+        TuneServiceError: the directory is not a tune-service experiment, or its task object is missing.
+    """
+    experiment_dir = Path(experiment_dir).resolve()
+    saved = layout.read_sweep_file(experiment_dir)
+    if saved is None:
+        raise TuneServiceError(f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory "
+                               f"(no {layout.SWEEP_FILE})")
+    if saved.get("task_object") and task is None:
+        raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
+                               f"pass the same task to resume(..., task=...)")
+    spec = load_spec(saved["spec"])
+    return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=True)
+
+
+def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task: Any, verbose: int,
+             restore: bool) -> results.SweepResult:
+    """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results."""
+    import ray
+
+    from tune_service import tracking
+    from tune_service.experiment import last_good
+    from tune_service.search import replay
+    from tune_service.experiment.callbacks import FinalStatuses
+
+    plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
+    started_here = not ray.is_initialized()
+    if started_here:
+        init_ray(address)
+    tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
+    statuses = FinalStatuses(experiment_dir.name)
+    state_keeper = last_good.LastGoodState(experiment_dir)
+    try:
+        plan = plan.on(from_ray())
+        if not restore:  # the plan holds: from here on the experiment directory exists
+            _write_sweep_file(experiment_dir, spec, task)
+        callbacks = [statuses, state_keeper] + ([tracker] if tracker else [])
+        recorded = None
+        if restore:
+            last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
+            recorded = replay.read_recorded(experiment_dir)
+        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose,
+                             recorded=recorded)
+        tuner = recipe.restore(experiment_dir) if restore else recipe.create()
+        # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
+        # tasks do every epoch; the experiment state is saved on our own period regardless.
+        with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
+                                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0"):
+            grid = tuner.fit()
+        outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
+                                  spec.scheduler.max_t, unfinished=statuses.unfinished)
+        outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
+        if tracker is not None:
+            outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
+            if not outcome.interrupted:
+                tracker.log_sweep(outcome)
+        results.write(outcome)
+        return outcome
+    finally:
+        statuses.release()
+        state_keeper.release()
+        if tracker is not None:
+            tracker.close()
+        if started_here:
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """While Tune runs, a terminated driver (Ray Jobs' stop, a container's shutdown, ``kill``) stops as
+    Ctrl+C does: Tune saves the experiment's state and the summary records what finished. Installed
+    after ``ray.init``, whose own SIGTERM handler exits at once; signals belong to the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _environment(**defaults: str):
+    """Environment variables set while the block runs, unless the user set them already."""
+    added = {k: v for k, v in defaults.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
+    """What :func:`resume` needs: the spec as loaded (overrides applied) and whether a task object was used."""
+    saved = redaction.redact({"spec": spec.source, "task_object": None if task is None else repr(task)},
+                             by_name=False)  # secret values out; resume needs the rest as it is
+    layout.write_sweep_file(experiment_dir, saved["spec"], saved["task_object"])
+
+
+def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
+    path = Path(storage).resolve() / name
+    if path.exists() and any(path.iterdir()):
+        raise TuneServiceError(f"name: experiment directory {str(path)!r} already exists and is not empty; "
+                               f"choose another --name (a finished trial is never overwritten)")
+    return path
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Connect to the Ray cluster at ``address``, or start an embedded local Ray bound to loopback.
+
+    The embedded Ray's workers get this process's ``sys.path``, so a task module the driver can
+    import (``mypkg.tasks:MyTask``) imports on every rank too; Ray itself passes on only the script's
+    directory and the working directory.
+
+    The embedded Ray listens on loopback only (its GCS, raylet, workers, dashboard and agents) and
+    keeps Ray's token authentication on (see :func:`_embedded_ray_security`).
+    """
+    import ray
+
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING)
+        return
+    search_path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    with _embedded_ray_security():
+        port = _free_loopback_port()
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=True,  # Ray Train's placement-group cleanup uses the state API it serves
+            dashboard_host="127.0.0.1",
+            dashboard_port=port,
+            logging_level=logging.WARNING,
+            # The state API's address, told to every worker: without it, Ray Train's placement-group
+            # cleaner looks for the Ray instances of the machine and fails when there are several.
+            runtime_env={"env_vars": {"PYTHONPATH": search_path, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}},
+        )
+
+
+def _free_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _embedded_ray_security():
+    """Around the ``ray.init`` of the embedded Ray: loopback only, and token authentication on.
+
+    Loopback: Ray 2.60 turns a node IP of ``127.0.0.1`` into the machine's address, except in its
+    single-machine mode (its default on macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``):
+    there the node IP is loopback, and every server binds to it instead of all interfaces. That mode
+    is switched on while this Ray starts, and back off afterwards (a later ``address`` connection
+    must advertise the machine's address).
+
+    Token: ``RAY_AUTH_MODE=token``, whatever the environment said; the token is ``RAY_AUTH_TOKEN``,
+    or the user's ``RAY_AUTH_TOKEN_PATH``, else a new random one put in ``RAY_AUTH_TOKEN`` of this
+    process (Ray's processes inherit it): it is never written to a file (Ray's default would write
+    ``~/.ray/auth_token``), and as an environment variable named like a token it is redacted from
+    everything tune-service writes.
+    """
+    import secrets
+
+    from ray._private import ray_constants
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    Config.initialize("")  # as Ray does when it turns token mode on: this process's config sees it
+    AuthenticationTokenLoader.instance().reset_cache()
+    cluster_mode, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster_mode

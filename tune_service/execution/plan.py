@@ -1,0 +1,157 @@
+"""The resolved sweep: what will run, on what, how many at once. What ``tune-run --dry-run`` prints.
+
+``plan_sweep`` finishes validation that needs more than the spec file, before Ray starts: it builds the
+searcher once (refusing forms it cannot express; a grid is enumerated there and nowhere else), counts
+the trials, resolves the task and lays out the schedule. ``SweepPlan.on(cluster)`` then checks that one
+trial fits the cluster and sets the concurrency: the one step that waits for the cluster.
+``make_plan`` does both. None of them starts Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from tune_service.search import registry
+from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
+from tune_service.search.schedule import Schedule, expected_schedule
+from tune_service.spec.sweep import SweepSpec
+from tune_service.tasks import ResolvedTask, Task, resolve_task
+from tune_service.spec.wandb import resolve_mode
+from tune_service.spec.training import TrainingSettings
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A sweep resolved; ``cluster`` and ``max_concurrent`` are set by :meth:`on` (None before)."""
+
+    spec: SweepSpec
+    task: ResolvedTask
+    num_trials: int
+    schedule: Schedule
+    #: The Tune searcher the sweep runs with (built once; Tune drives it).
+    searcher: Any
+    cluster: ClusterResources | None = None
+    max_concurrent: int | None = None
+
+    def on(self, cluster: ClusterResources) -> "SweepPlan":
+        """This plan on ``cluster``: how many trials run at once.
+
+        Raises:
+            CapacityError: one trial does not fit the cluster.
+        """
+        concurrent = min(max_concurrent_trials(self.spec.resources, cluster), self.num_trials)
+        return replace(self, cluster=cluster, max_concurrent=concurrent)
+
+    @property
+    def warm_gangs(self) -> bool:
+        """Whether trials run on warm gangs: a Task's trials, unless the spec says ``gangs: fresh``. A
+        plain ``train_loop_per_worker`` always gets a fresh Ray Train run per trial."""
+        return self.spec.execution.gangs == "warm" and self.task.task is not None
+
+    @property
+    def rungs(self) -> tuple[int, ...]:
+        """The epochs at which the scheduler may stop trials, smallest first; empty for FIFO."""
+        return self.schedule.rung_epochs
+
+    def describe(self) -> str:
+        """The plan as text: parameters, trials, schedule, resources, concurrency."""
+        s = self.spec
+        need = trial_needs(s.resources)
+        lines = [
+            f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
+            f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)"),
+            f"method       {s.method}" + (" (hyperopt TPE)" if s.method == "bayes" else ""),
+            f"metric       {s.metric.name} ({s.metric.goal})"
+            + (f", the sweep stops starting trials once it reaches {s.metric.target:g}" if s.metric.target is not None
+               else ""),
+            f"trials       {self.num_trials}",
+            "parameters",
+        ]
+        width = max((len(p.name) for p in s.parameters), default=0)
+        lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
+        sched = s.scheduler
+        if sched.type == "fifo":
+            lines.append(f"scheduler    fifo: every trial trains {sched.max_t} epochs")
+        else:
+            lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
+                         f"max_t={sched.max_t} epochs, reduction_factor={sched.reduction_factor:g}"
+                         + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
+            how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
+            lines.append(f"  rungs ({how})")
+            lines += [f"    {line}" for line in self.schedule.describe()]
+        r = s.resources
+        lines += [
+            f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
+            f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial",
+            f"cluster      {self.cluster.describe()}",
+            f"training     {_describe_training(s.training)}",
+            f"concurrency  {self.max_concurrent} trial(s) at once",
+            f"execution    {self._describe_execution()}",
+            f"failures     a trial's ranks restart from its last checkpoint up to {s.failure.max_failures} time(s)",
+            f"budget       {_describe_budget(self.schedule)}",
+            f"seed         {s.seed}",
+            f"wandb        {_describe_wandb(s)}",
+        ]
+        lines += [f"note         {n}" for n in s.notes]
+        return "\n".join(lines)
+
+
+    def _describe_execution(self) -> str:
+        e = self.spec.execution
+        if self.warm_gangs:
+            return (f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
+                    f"{e.recycle_after_trials} trials or {e.max_memory_growth_mib:g} MiB of growth")
+        why = "execution.gangs: fresh" if self.task.task is not None else "a train_loop_per_worker runs fresh"
+        return f"a fresh Ray Train run per trial ({why})"
+
+
+def _describe_budget(schedule: Schedule) -> str:
+    expected = schedule.trial_epochs
+    approx = "" if schedule.exact else "~"
+    shown = f"{approx}{expected:.0f}"
+    return f"{shown} trial-epochs expected (at most {schedule.max_trial_epochs} without early stopping)"
+
+
+def _describe_wandb(spec: SweepSpec) -> str:
+    mode = resolve_mode(spec.wandb.mode)
+    if mode == "disabled":
+        return "disabled"
+    where = "/".join(x for x in (spec.wandb.entity, spec.wandb.project or spec.name) if x)
+    how = " (runs under EXPERIMENT_DIR/wandb; `wandb sync` uploads them)" if mode == "offline" else ""
+    return f"{mode}, project {where}, one run per trial{how}"
+
+
+def _describe_training(t: TrainingSettings) -> str:
+    """The training settings, non-default ones only after the precision (``precision auto, oom_retry``)."""
+    defaults = TrainingSettings()
+    changed = [f"{f.name}={getattr(t, f.name)}" for f in fields(t)
+               if f.name != "precision" and getattr(t, f.name) != getattr(defaults, f.name)]
+    return ", ".join([f"precision {t.precision}", *changed])
+
+
+def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> SweepPlan:
+    """Everything about ``spec`` that does not depend on a cluster; never starts Ray.
+
+    Args:
+        task: the task object itself (Python API), used instead of resolving ``spec.task``.
+
+    Raises:
+        SpecError: the searcher cannot express a parameter.
+        TaskError: the task cannot be imported or used.
+    """
+    searcher, num_trials = registry.build_searcher(spec)
+    resolved = resolve_task(task if task is not None else spec.task)
+    schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
+    return SweepPlan(spec, resolved, num_trials, schedule, searcher)
+
+
+def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,
+              task: str | Task | object | None = None) -> SweepPlan:
+    """:func:`plan_sweep` on a cluster (this machine when ``None``); what ``--dry-run`` prints.
+
+    Raises:
+        SpecError, TaskError: as :func:`plan_sweep`.
+        CapacityError: one trial does not fit the cluster.
+    """
+    return plan_sweep(spec, task).on(cluster or local_machine())

@@ -1,0 +1,96 @@
+"""A warm trial's checkpoints in the experiment's storage: Tune's ``checkpoint_NNNNNN`` directories in
+the trial's directory, each holding the shared loop's ``state.pt`` and the report that came with it
+(``report.json``, written by rank 0 beside the state).
+
+The newest complete one is what a resumed or retried trial starts from, even when the driver died
+before Tune recorded it: the trial goes on from the last epoch whose state is safe in storage.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TIME_ATTR
+
+_STATE_FILE = "state.pt"  # tune_service.training.checkpoint.STATE_FILE, without importing torch here
+_CHECKPOINT_PREFIX = "checkpoint_"
+#: Where Ray Train 2.60 records that run's checkpoints and the metrics reported with each.
+TRAIN_SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
+#: The Ray Train run of a trial, in the trial's directory of the experiment's storage; relaunching it
+#: under the same name resumes it from its latest checkpoint.
+TRAIN_RUN_NAME = "ddp"
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """One complete checkpoint: its directory on ``filesystem`` (a pyarrow filesystem) and its report."""
+
+    path: str
+    filesystem: Any
+    report: dict[str, Any]
+
+    def as_ray_checkpoint(self):
+        import ray.train
+
+        return ray.train.Checkpoint(path=self.path, filesystem=self.filesystem)
+
+
+def newest_checkpoint(trial_storage_path: str, filesystem: Any = None) -> StoredCheckpoint | None:
+    """The newest complete checkpoint in the trial's directory (``trial_storage_path`` on ``filesystem``,
+    the local one by default), or None. A directory whose state or report is missing or unreadable (a
+    copy cut off by a crash) is passed over for the one before it."""
+    from pyarrow import fs as pafs
+
+    filesystem = filesystem or pafs.LocalFileSystem()
+    try:
+        entries = filesystem.get_file_info(pafs.FileSelector(trial_storage_path, allow_not_found=True))
+    except OSError:
+        return None
+    # Tune numbers checkpoint directories in order, with leading zeros: the newest sorts last.
+    names = sorted((e.base_name for e in entries if e.type == pafs.FileType.Directory
+                    and e.base_name.startswith(_CHECKPOINT_PREFIX)), reverse=True)
+    for name in names:
+        path = f"{trial_storage_path}/{name}"
+        try:
+            if filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:
+                continue
+            with filesystem.open_input_stream(f"{path}/{CHECKPOINT_REPORT_FILE}") as stream:
+                report = json.loads(stream.readall())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict):
+            return StoredCheckpoint(path, filesystem, report)
+    return None
+
+
+def trial_storage() -> tuple[str, Any]:
+    """The running trial's directory in the experiment's storage (a local path, or a path on the
+    storage's pyarrow filesystem) and that filesystem; ``get_trial_dir()`` is a per-session staging
+    directory. Call it in a trial."""
+    from ray.train._internal.session import get_storage  # a DeveloperAPI of the pinned Ray 2.60
+
+    storage = get_storage()
+    return storage.trial_fs_path, storage.storage_filesystem
+
+
+def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict[str, Any] | None:
+    """The report that came with the latest checkpoint of the trial whose directory in the
+    experiment's storage is ``trial_storage_path`` (on ``filesystem``, a pyarrow filesystem; the local
+    one by default): where a resumed attempt of the trial starts from. None before its first checkpoint.
+
+    Both layouts are read: a fresh trial's Ray Train run (``ddp/``), and a warm trial's Tune checkpoints
+    (:mod:`tune_service.experiment.checkpoints`)."""
+    if filesystem is None:
+        from pyarrow.fs import LocalFileSystem
+
+        filesystem = LocalFileSystem()
+    snapshot_path = f"{trial_storage_path}/{TRAIN_RUN_NAME}/{TRAIN_SNAPSHOT_FILE}"
+    try:
+        with filesystem.open_input_stream(snapshot_path) as stream:
+            metrics = json.loads(stream.readall())["latest_checkpoint_result"]["metrics"]
+    except (OSError, ValueError, KeyError, TypeError):  # not a fresh trial, or no checkpoint yet
+        stored = newest_checkpoint(trial_storage_path, filesystem)
+        metrics = None if stored is None else stored.report
+    return dict(metrics) if isinstance(metrics, dict) and TIME_ATTR in metrics else None

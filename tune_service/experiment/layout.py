@@ -1,0 +1,91 @@
+"""The experiment directory: what is in it, where, and how it is written.
+
+    EXPERIMENT_DIR/
+      sweep.json          the spec as loaded, for resume (SWEEP_FILE)
+      summary.json        every trial and the best (SUMMARY_FILE), best_config.yaml beside it
+      trial_<id>/         one per trial (TRIAL_DIR_PREFIX): Tune's result.json (TRIAL_RESULTS_FILE),
+                          its checkpoints (see :mod:`tune_service.experiment.checkpoints`)
+      .last_good/         the newest complete copy of Tune's experiment state (see last_good)
+      wandb/              the trials' offline wandb runs
+
+Every file tune-service writes here is written whole or not at all (:func:`atomic_write`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: What resume() rebuilds the sweep from.
+SWEEP_FILE = "sweep.json"
+SUMMARY_FILE = "summary.json"
+BEST_CONFIG_FILE = "best_config.yaml"
+#: A trial's directory is this prefix and its Tune trial id.
+TRIAL_DIR_PREFIX = "trial_"
+#: Tune's per-trial record of every report, one JSON object a line, in the trial's directory.
+TRIAL_RESULTS_FILE = "result.json"
+#: The report that came with a checkpoint, beside its state.
+CHECKPOINT_REPORT_FILE = "report.json"
+#: The key of every report that counts a trial's progress: the scheduler's time unit.
+TIME_ATTR = "epoch"
+
+
+def atomic_write(path: Path, content: str | bytes) -> None:
+    """Write via a temporary file and rename, so a crash leaves the old file or the new one, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_trial_results(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every report in a trial's ``result.json`` (:data:`TRIAL_RESULTS_FILE`), in order; none if the
+    file is missing. A line cut off by a crash is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def trial_results_file(experiment_dir: str | os.PathLike, trial_id: str) -> Path:
+    """Where Tune records the reports of trial ``trial_id``."""
+    return Path(experiment_dir) / f"{TRIAL_DIR_PREFIX}{trial_id}" / TRIAL_RESULTS_FILE
+
+
+def trial_results_files(experiment_dir: str | os.PathLike) -> list[Path]:
+    """Every trial's results file in the experiment directory, sorted by path."""
+    return sorted(Path(experiment_dir).glob(f"{TRIAL_DIR_PREFIX}*/{TRIAL_RESULTS_FILE}"))
+
+
+def write_sweep_file(experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None) -> None:
+    """What resume needs: the spec as loaded (overrides applied) and the task object's repr if one was
+    used (it must be passed again). Values are kept as they are: resume runs them."""
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    saved = {"spec": spec_source, "task_object": task_object}
+    atomic_write(experiment_dir / SWEEP_FILE, json.dumps(saved, indent=2, default=str) + "\n")
+
+
+def read_sweep_file(experiment_dir: Path) -> dict[str, Any] | None:
+    """What :func:`write_sweep_file` wrote, or None when the directory has no sweep file."""
+    sweep_file = experiment_dir / SWEEP_FILE
+    if not sweep_file.is_file():
+        return None
+    return json.loads(sweep_file.read_text(encoding="utf-8"))

@@ -1,0 +1,200 @@
+"""The outcome of a sweep: every trial, the best one, the leaderboard, and the files in the experiment
+directory (``summary.json`` and ``best_config.yaml``, both written atomically).
+
+A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs), ``stopped`` (ended earlier: the
+scheduler stopped it), ``failed`` (raised; ``error`` says why) or ``interrupted`` (the sweep was stopped
+while the trial ran or waited; ``resume`` continues it). A trial's ``metrics`` are its last
+report. The best trial is the one whose last report is best on the sweep's metric; failed trials and
+non-finite values are never chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tune_service.errors import TuneServiceError
+from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, atomic_write
+from tune_service.redaction import redact, redact_text
+from tune_service.spec.configs import plain
+
+#: Tune's bookkeeping keys, left out of a trial's metrics.
+TUNE_KEYS = frozenset({
+    "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
+    "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore", "config",
+    "checkpoint_path", "should_checkpoint",
+})
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    trial_id: str
+    status: str  # completed | stopped | failed | interrupted
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    epochs: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What :func:`tune_service.run` returns and what ``summary.json`` holds."""
+
+    experiment_dir: str
+    metric: str
+    mode: str  # "min" | "max"
+    trials: tuple[TrialRecord, ...]
+    best: TrialRecord | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        """True if the sweep was stopped before its end (``tune_service.resume`` finishes it)."""
+        return any(t.status == "interrupted" for t in self.trials)
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        return self.best.config if self.best else None
+
+    @property
+    def best_metrics(self) -> dict[str, Any] | None:
+        return self.best.metrics if self.best else None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "experiment_dir": self.experiment_dir,
+            "metric": self.metric,
+            "mode": self.mode,
+            "best": None if best is None else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics},
+            "trials": [asdict(t) for t in self.trials],
+            **self.extra,
+        }
+
+    def leaderboard(self, top: int = 10) -> str:
+        """The best ``top`` trials as a text table, best first, then a count of the rest."""
+        ranked = rank_trials(self.trials, self.metric, self.mode)
+        rows = ranked[:top]
+        keys = sorted({k for t in rows for k in t.config})
+        header = ["rank", "trial", "status", "epochs", self.metric, *keys]
+        table = [header] + [
+            [str(i + 1), t.trial_id, t.status, str(t.epochs), _fmt(t.metrics.get(self.metric)),
+             *(_fmt(t.config.get(k)) for k in keys)]
+            for i, t in enumerate(rows)
+        ]
+        widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+        counts = {s: sum(t.status == s for t in self.trials) for s in ("completed", "stopped", "failed")}
+        interrupted = sum(t.status == "interrupted" for t in self.trials)
+        counts.update({"interrupted": interrupted} if interrupted else {})
+        lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def _score(t: TrialRecord, metric: str) -> float | None:
+    value = t.metrics.get(metric)
+    if t.status == "failed" or not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def rank_trials(trials, metric: str, mode: str) -> list[TrialRecord]:
+    """Trials best first; those without a usable metric value (failed, missing, non-finite) last."""
+    sign = 1.0 if mode == "min" else -1.0
+    return sorted(trials, key=lambda t: (_score(t, metric) is None, sign * (_score(t, metric) or 0.0)))
+
+
+def best_trial(trials, metric: str, mode: str) -> TrialRecord | None:
+    ranked = rank_trials(trials, metric, mode)
+    return ranked[0] if ranked and _score(ranked[0], metric) is not None else None
+
+
+_TRIAL_ID = re.compile(r"^trial_([0-9a-f_]+)")
+
+
+def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
+            unfinished: set[str] | frozenset[str] = frozenset()) -> SweepResult:
+    """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
+    ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``)."""
+    trials = []
+    for r in result_grid:
+        history = r.metrics_dataframe
+        last = dict(r.metrics or {})
+        trial_id = last.get("trial_id") or _trial_id_from_path(r.path)
+        epochs = int(last.get("epoch", 0)) if last else 0
+        if history is not None and "epoch" in getattr(history, "columns", []):
+            epochs = int(history["epoch"].max())
+        error = None if r.error is None else one_line_error(r.error)
+        if error:
+            status = "failed"
+        elif trial_id in unfinished:
+            status = "interrupted"
+        else:
+            status = "completed" if epochs >= max_t else "stopped"
+        metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
+        trials.append(TrialRecord(trial_id, status, plain(r.config or {}), plain(metrics), epochs, error))
+    return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode))
+
+
+def _trial_id_from_path(path: str | None) -> str:
+    match = _TRIAL_ID.search(os.path.basename(path or ""))
+    return match.group(1) if match else os.path.basename(path or "?")
+
+
+def one_line_error(error: BaseException) -> str:
+    """The root cause of a trial's error, on one line (Ray wraps it in several layers)."""
+    cause = error
+    while True:
+        # A RayTaskError carries the trial's exception as .cause; Ray Train's ControllerError carries
+        # what a Train callback raised (our MissingMetric) as .controller_failure.
+        inner = getattr(cause, "cause", None)
+        inner = inner if isinstance(inner, BaseException) else getattr(cause, "controller_failure", None)
+        inner = inner if isinstance(inner, BaseException) else getattr(cause, "__cause__", None)
+        if inner is None:
+            break
+        cause = inner
+    text = str(cause).strip().splitlines()
+    last = next((line for line in reversed(text) if line.strip()), type(cause).__name__)
+    return redact_text(f"{type(cause).__name__}: {last.strip()}")[:500]
+
+
+def write(result: SweepResult) -> None:
+    """Write ``summary.json`` and ``best_config.yaml`` into the experiment directory, secrets redacted
+    (:mod:`tune_service.redaction`)."""
+    directory = Path(result.experiment_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / SUMMARY_FILE, json.dumps(redact(result.to_dict()), indent=2, sort_keys=False) + "\n")
+    if result.best is not None:
+        atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(redact(result.best.config), sort_keys=True))
+
+
+def load(experiment_dir: str | os.PathLike) -> SweepResult:
+    """Read a finished sweep back from its experiment directory.
+
+    Raises:
+        TuneServiceError: there is no readable summary in the directory.
+    """
+    summary = Path(experiment_dir) / SUMMARY_FILE
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise TuneServiceError(f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
+                               f"is it the directory of a finished or interrupted sweep?") from None
+    trials = tuple(TrialRecord(**t) for t in data["trials"])
+    extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
+    # The directory it was read from: an experiment directory may have been moved or copied.
+    return SweepResult(str(Path(experiment_dir).resolve()), data["metric"], data["mode"], trials,
+                       best_trial(trials, data["metric"], data["mode"]), extra)

@@ -1,0 +1,190 @@
+"""Synchronous HyperBand for trials that start a few at a time, and its brackets rebuilt after a crash.
+
+Ray's HyperBand schedulers assume every trial is added up front. Here the concurrency that fits the
+cluster adds them a few at a time, and Ray's brackets then misbehave: a bracket counts as filled while
+its *live* trials number its size, so once trials end, new ones refill the first bracket (every trial
+goes to ``max_t``), and ``HyperBandScheduler`` halves a bracket as soon as the trials added so far
+reach the rung (each is judged alone). :class:`WaitingHyperBand`:
+
+- counts a bracket as filled once its planned number of trials has been added (ever);
+- waits for the bracket to fill before halving it, pausing the trials that reach the rung first, as
+  ``HyperBandForBOHB`` does; the searcher hears of each pause (``TrialConfigs`` counts paused trials
+  out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that can
+  no longer fill once no trial is left running;
+- keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive
+  bracket first, HyperBand the bracket without early stopping first.
+
+Tune saves its searcher with the experiment but not its scheduler, and adds a restored experiment's
+trials back newest first: a resumed sweep would get fresh brackets, filled in the wrong order, holding
+trials that ended long ago. :class:`ResumedHyperBand` puts the restored trials back into the brackets
+they were created into and replays the recorded results through each bracket's halvings, so that its
+decisions after the resume are the ones it would have made without the crash.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
+from ray.tune.schedulers.hyperband import _Bracket
+
+from tune_service.experiment.layout import TIME_ATTR
+
+_ENDED = (Trial.TERMINATED, Trial.ERROR)
+
+
+class FillOnceBracket(_Bracket):
+    """A bracket that is filled once its planned number of trials has been added, whatever has ended."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.added = 0
+
+    def add_trial(self, trial: Trial) -> None:
+        super().add_trial(trial)
+        self.added += 1
+
+    def filled(self) -> bool:
+        return self.added >= self._n0
+
+
+class WaitingHyperBand(HyperBandForBOHB):
+    """Synchronous HyperBand (``bohb``: HyperBand-for-BOHB) for trials added a few at a time."""
+
+    def __init__(self, bohb: bool, **hyperband_args: Any):
+        super().__init__(**hyperband_args)
+        self.bohb = bohb
+
+    def on_trial_add(self, tune_controller, trial: Trial) -> None:
+        if self.bohb:
+            super().on_trial_add(tune_controller, trial)
+        else:
+            HyperBandScheduler.on_trial_add(self, tune_controller, trial)
+
+    def _process_bracket(self, tune_controller, bracket: _Bracket) -> str:
+        paused = [t for t in bracket.current_trials() if t.status == Trial.PAUSED]
+        action = super()._process_bracket(tune_controller, bracket)
+        for trial in paused:
+            if trial.status == Trial.TERMINATED:
+                save_status(tune_controller, trial)
+        return action
+
+    def _create_bracket(self, s: int) -> FillOnceBracket:
+        return FillOnceBracket(time_attr=self._time_attr, max_trials=self._get_n0(s), init_t_attr=self._get_r0(s),
+                               max_t_attr=self._max_t_attr, eta=self._eta, s=s,
+                               stop_last_trials=self._stop_last_trials)
+
+
+class ResumedHyperBand(WaitingHyperBand):
+    """:class:`WaitingHyperBand` whose brackets are rebuilt from ``recorded``
+    (:func:`tune_service.search.replay.read_recorded`) for the trials Tune adds back on a resume.
+
+    Tune adds every restored trial before it asks the scheduler anything else. The trials are held
+    until then, and then added in the order they were created (the counter that begins each trial's
+    ``experiment_tag``), which puts each into the bracket it was created into; a new trial goes on
+    filling the bracket the crash interrupted.
+    """
+
+    def __init__(self, recorded: Mapping[str, Any], bohb: bool, **hyperband_args: Any):
+        super().__init__(bohb, **hyperband_args)
+        self._recorded = dict(recorded)
+        self._held: list[Trial] | None = []  # None once the brackets are rebuilt
+
+    def on_trial_add(self, tune_controller, trial: Trial) -> None:
+        if self._held is None:
+            super().on_trial_add(tune_controller, trial)
+        else:
+            self._held.append(trial)
+
+    def choose_trial_to_run(self, tune_controller, allow_recurse: bool = True):
+        self._rebuild(tune_controller)
+        return super().choose_trial_to_run(tune_controller, allow_recurse)
+
+    def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
+        self._rebuild(tune_controller)
+        return super().on_trial_result(tune_controller, trial, result)
+
+    def on_trial_remove(self, tune_controller, trial: Trial) -> None:
+        self._rebuild(tune_controller)
+        super().on_trial_remove(tune_controller, trial)
+
+    def _rebuild(self, tune_controller) -> None:
+        if self._held is None:
+            return
+        held, self._held = sorted(self._held, key=creation_index), None
+        for trial in held:
+            super().on_trial_add(tune_controller, trial)
+        brackets = {id(bracket): bracket for bracket, _ in self._trial_info.values()}
+        for bracket in brackets.values():
+            replay_bracket(bracket, self._recorded, self._metric, self._metric_op, self._max_t_attr)
+        # A trial halved out just before the crash, whose stop the saved state had not caught up with:
+        # it would wait, pending, for a bracket that no longer holds it.
+        for trial in held:
+            bracket, _ = self._trial_info[trial]
+            if trial.status not in _ENDED and trial not in bracket.current_trials():
+                tune_controller.stop_trial(trial)
+                save_status(tune_controller, trial)
+
+
+def save_status(tune_controller, trial: Trial) -> None:
+    """Have Tune save ``trial``'s status with the experiment's state. Tune does so by itself only when
+    it stops a trial's actor: a trial stopped while paused or pending has none, so it would be saved
+    as paused or pending, and be run again when the experiment is resumed."""
+    mark_for_saving = getattr(tune_controller, "_mark_trial_to_checkpoint", None)  # private in Ray 2.60
+    if mark_for_saving is not None:
+        mark_for_saving(trial)
+
+
+def creation_index(trial: Trial) -> int:
+    """The order Tune created ``trial`` in: the counter its searcher put at the start of its tag."""
+    counter = str(trial.experiment_tag or "").split("_", 1)[0]
+    return int(counter) if counter.isdigit() else sys.maxsize
+
+
+def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, metric_op: float,
+                   max_t: int) -> None:
+    """Bring ``bracket``, freshly filled with its restored trials, to the state it had when the driver died.
+
+    Each halving the recorded results show to have happened is made again (the same trials compared at
+    the same milestone: the result the bracket held of each when it halved), and the trials that had
+    ended leave the bracket, as they did then. A trial that resumes is left holding its last result
+    before its checkpoint: its results from the checkpoint on are delivered again.
+    """
+    results = {t: recorded[t.trial_id].results if t.trial_id in recorded else () for t in bracket.current_trials()}
+
+    def at_milestone(trial: Trial) -> dict | None:
+        return next((r for r in results[trial] if r.get(TIME_ATTR, 0) >= bracket._cumul_r), None)
+
+    while bracket._halves > 0:
+        reached = {t: at_milestone(t) for t in bracket.current_trials()}
+        for trial, result in list(reached.items()):
+            if result is None and trial.status in _ENDED:  # ended before the milestone: it left then
+                bracket.cleanup_trial(trial)
+                del reached[trial]
+        if not reached or None in reached.values() or not (bracket.filled() or _halved(bracket, results, max_t)):
+            break  # the halving is still to come
+        bracket._live_trials.update(reached)
+        _, stopped = bracket.successive_halving(metric, metric_op)
+        for trial in stopped:
+            bracket.cleanup_trial(trial)
+    for trial in bracket.current_trials():
+        if trial.status in _ENDED:
+            bracket.cleanup_trial(trial)
+        else:
+            again = recorded[trial.trial_id].reported_once(resumes=True) if trial.trial_id in recorded else ()
+            bracket._live_trials[trial] = again[-1] if again else None
+
+
+def _halved(bracket: _Bracket, results: Mapping[Trial, tuple], max_t: int) -> bool:
+    """Whether a bracket that never filled was halved at its current milestone anyway (Ray halves it
+    once no trial is left running): a trial went past the milestone, or one ended there."""
+    milestone = bracket._cumul_r
+    for trial, reported in results.items():
+        epochs = [r.get(TIME_ATTR, 0) for r in reported]
+        if any(e > milestone for e in epochs):
+            return True
+        if trial.status == Trial.TERMINATED and epochs and epochs[-1] == milestone < max_t:
+            return True
+    return False

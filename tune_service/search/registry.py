@@ -1,0 +1,108 @@
+"""Names in the spec -> Ray Tune searchers and schedulers, imported lazily.
+
+Each searcher gets its space built natively by :mod:`tune_service.search.spaces`. Metric and mode are set once
+on ``TuneConfig`` and reach the searcher and scheduler from there. The epoch (``time_attr``) is the
+schedulers' clock, so ``max_t`` and ``grace_period`` are counted in epochs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from tune_service.experiment.layout import TIME_ATTR
+from tune_service.search import spaces
+from tune_service.spec.sweep import SweepSpec
+
+
+def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
+    """The searcher Tune should use, and the number of trials to run (a grid: its points, cut at
+    ``run_cap`` when one is given). Build it once per sweep: a grid is enumerated here.
+
+    Every searcher gets its space built natively (:mod:`tune_service.search.spaces`) and is wrapped in
+    :class:`~tune_service.search.searchers.TrialConfigs`, so every trial receives the same kind of config
+    (plain values, constants included, inactive parameters absent, dotted names nested) and the sweep
+    stops suggesting trials once ``metric.target`` is reached. Tune's ``param_space`` stays empty.
+    """
+    from tune_service.search.searchers import TrialConfigs
+
+    try:
+        builder = _SEARCHERS[spec.searcher]
+    except KeyError:  # pragma: no cover - spec validation admits only known methods
+        raise ValueError(f"unknown method {spec.method!r}; valid: {', '.join(sorted(_SEARCHERS))}") from None
+    inner = builder(spec)
+    indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
+    decoder = spaces.Decoder(spec.parameters, indexed=indexed)
+    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target)
+    # A grid's size is its points, counted once (enumerated by the searcher, cut at run_cap).
+    num_trials = len(inner.points) if spec.searcher == "grid" else spec.run_cap or 1
+    return searcher, num_trials
+
+
+def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) -> Any:
+    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
+
+    ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
+    ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
+    """
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    s = spec.scheduler
+    if s.type == "fifo":
+        return FIFOScheduler()
+    if s.type == "asha":
+        asha_args = dict(time_attr=TIME_ATTR, max_t=s.max_t, grace_period=s.grace_period,
+                         reduction_factor=s.reduction_factor)
+        if recorded is not None:
+            from tune_service.search.replay import ResumedASHA
+
+            return ResumedASHA(dict(recorded), **asha_args)
+        return ASHAScheduler(**asha_args)
+    from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
+
+    hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=TIME_ATTR, max_t=s.max_t,
+                          reduction_factor=s.reduction_factor)
+    if recorded is not None:
+        return ResumedHyperBand(recorded, **hyperband_args)
+    return WaitingHyperBand(**hyperband_args)
+
+
+def _random(spec: SweepSpec):
+    from tune_service.search.searchers import RandomSearch
+
+    spaces.check_random(spec.parameters)
+    return RandomSearch(spec.parameters, seed=spec.seed)
+
+
+def _grid(spec: SweepSpec):
+    from tune_service.search.searchers import GridSearch
+
+    return GridSearch(spec.parameters, limit=spec.run_cap)
+
+
+def _hyperopt(spec: SweepSpec):
+    from ray.tune.search.hyperopt import HyperOptSearch
+
+    space = spaces.hyperopt_space(spec.parameters)
+    # metric and mode go to the searcher itself: Tune does not pass them to a searcher built with a space.
+    return HyperOptSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode,
+                          random_state_seed=spec.seed, n_initial_points=_initial_points(spec))
+
+
+def _initial_points(spec: SweepSpec) -> int:
+    """Random configs before TPE takes over: hyperopt's default of 20 would make a short sweep random."""
+    return max(2, min(20, (spec.run_cap or 10) // 3))
+
+
+def _bohb(spec: SweepSpec):
+    from ray.tune.search.bohb import TuneBOHB
+
+    space = spaces.config_space(spec.parameters, seed=spec.seed)
+    return TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed)
+
+
+_SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {
+    "random": _random,
+    "grid": _grid,
+    "hyperopt": _hyperopt,
+    "bohb": _bohb,
+}

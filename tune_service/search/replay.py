@@ -1,0 +1,81 @@
+"""ASHA's rungs rebuilt from the results a sweep recorded, for a sweep resumed after its driver died.
+
+Ray Tune saves its searcher with the experiment but not its scheduler: a restored Tuner starts ASHA with
+empty rungs, so after a resume every trial reaching a rung is judged against the results since the
+resume alone (the first to arrive are never stopped). :func:`read_recorded` reads what each trial
+reported from its ``result.json`` in the experiment directory, and :class:`ResumedASHA` replays those
+results into its rungs as Tune adds the trials back, so that its decisions after the resume are the
+ones it would have made without the crash.
+
+A resumed trial reports again from its latest checkpoint on (the checkpoint's report is delivered again,
+the epochs after it are trained again): those results are left out of the replay, so none counts twice.
+Results reported within Tune's last state-save period before the driver died may be missing from
+``result.json`` (see :mod:`tune_service.experiment.last_good`); the replay then lacks them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import ASHAScheduler
+
+from tune_service.experiment.layout import TIME_ATTR
+from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.experiment.layout import read_trial_results, trial_results_files
+
+
+@dataclass(frozen=True)
+class RecordedTrial:
+    """What one trial reported before the driver stopped, and the epoch of its latest checkpoint."""
+
+    results: tuple[dict[str, Any], ...]
+    checkpoint_epoch: int = 0  # 0: no checkpoint, a resumed attempt starts at epoch 1
+
+    def reported_once(self, resumes: bool) -> tuple[dict[str, Any], ...]:
+        """The results the scheduler saw and will not see again: all of a trial that ended; of a trial
+        that resumes, those before its checkpoint's epoch."""
+        if not resumes:
+            return self.results
+        return tuple(r for r in self.results if r.get(TIME_ATTR, 0) < self.checkpoint_epoch)
+
+
+def read_recorded(experiment_dir: Path) -> dict[str, RecordedTrial]:
+    """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
+    (the last one of a file) is skipped."""
+    recorded = {}
+    for result_file in trial_results_files(experiment_dir):
+        results = tuple(read_trial_results(result_file))
+        if not results or "trial_id" not in results[0]:
+            continue
+        checkpoint = checkpointed_report(str(result_file.parent)) or {}
+        recorded[results[0]["trial_id"]] = RecordedTrial(results, int(checkpoint.get(TIME_ATTR, 0)))
+    return recorded
+
+
+class ResumedASHA(ASHAScheduler):
+    """ASHA whose rungs are refilled, trial by trial as Tune adds them back, from ``recorded``.
+
+    Which results a rung records does not depend on the order they arrive in (each trial is recorded at
+    the first result that reaches the rung), so replaying each trial's results in turn rebuilds the
+    rungs exactly as they were.
+    """
+
+    def __init__(self, recorded: dict[str, RecordedTrial], **asha_args: Any):
+        super().__init__(**asha_args)
+        self._recorded = dict(recorded)
+
+    def on_trial_add(self, tune_controller, trial) -> None:
+        super().on_trial_add(tune_controller, trial)
+        recorded = self._recorded.pop(trial.trial_id, None)
+        if recorded is None:
+            return
+        bracket = self._trial_info[trial.trial_id]
+        resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
+        for result in recorded.reported_once(resumes):
+            epoch, value = result.get(self._time_attr), result.get(self._metric)
+            # As on_trial_result: a result at max_t ends the trial without being recorded in a rung.
+            if isinstance(epoch, (int, float)) and isinstance(value, (int, float)) and epoch < self._max_t:
+                bracket.on_result(trial, epoch, self._metric_op * value)

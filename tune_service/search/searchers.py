@@ -1,0 +1,164 @@
+"""Ray Tune ``Searcher`` s of our own: random and grid search over our spaces, and the wrapper every
+searcher's suggestions pass through before a trial sees them.
+
+Random and grid are Searchers rather than Ray's BasicVariantGenerator because a conditional parameter
+must be *absent* from a trial's config, which Tune's variant generator cannot express, and because a
+Searcher's state is saved with the experiment, so a resumed sweep continues the same sequence.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any, Sequence
+
+from ray.tune.search import Searcher
+
+from tune_service.spec.parameters import ParameterSpec
+from tune_service.search.spaces import Decoder, grid_points, sample_flat
+
+
+class _Unguided(Searcher):
+    """A searcher whose suggestions do not depend on results."""
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass
+
+
+class RandomSearch(_Unguided):
+    """Independent draws from the declared distributions (:func:`tune_service.search.spaces.sample_flat`),
+    from a generator seeded by the spec's ``seed``."""
+
+    def __init__(self, params: Sequence[ParameterSpec], seed: int):
+        import numpy as np
+
+        super().__init__()
+        self.params = tuple(params)
+        self.rng = np.random.default_rng(seed)
+
+    def suggest(self, trial_id: str) -> dict[str, Any]:
+        return sample_flat(self.params, self.rng)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.rng.bit_generator.state, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.rng.bit_generator.state = pickle.load(f)
+
+
+class GridSearch(_Unguided):
+    """The grid's points in order (capped at ``limit``), then ``FINISHED``."""
+
+    def __init__(self, params: Sequence[ParameterSpec], limit: int | None = None):
+        super().__init__()
+        points = grid_points(params)
+        self.points = points[:limit] if limit else points
+        self.next_index = 0
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str:
+        if self.next_index >= len(self.points):
+            return Searcher.FINISHED
+        self.next_index += 1
+        return dict(self.points[self.next_index - 1])
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.next_index, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.next_index = pickle.load(f)
+
+
+class TrialConfigs(Searcher):
+    """Wraps any Searcher: each suggestion is decoded (:class:`tune_service.search.spaces.Decoder`) into the
+    config a trial receives, and once a result reaches ``metric.target`` no new trial is suggested
+    (running trials finish, as in W&B). Everything else is the inner searcher's business.
+
+    It also caps the trials that run at once (``max_concurrent_trials`` reaches it through
+    :meth:`set_max_concurrency`) counting *running* trials only. Ray's ``ConcurrencyLimiter`` counts a
+    trial that HyperBand paused at a rung as live, so with a cap below a bracket's size the bracket
+    never fills: HyperBand then judges each trial alone and stops none of them early.
+    """
+
+    def __init__(self, inner: Searcher, decoder: Decoder, metric: str, mode: str, target: float | None = None):
+        super().__init__(metric=metric, mode=mode)
+        self.inner = inner
+        self.decoder = decoder
+        self.target = target
+        self.target_reached_by: str | None = None
+        self.max_concurrent = 0  # 0: no cap
+        self.running: set[str] = set()
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        self.inner.set_search_properties(metric, mode, config, **spec)
+        return super().set_search_properties(metric, mode, config, **spec)
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = max_concurrent
+        return True  # ours to enforce: Ray's ConcurrencyLimiter then passes everything through
+
+    def suggest(self, trial_id: str):
+        if self.target_reached_by is not None:
+            return Searcher.FINISHED
+        if self.max_concurrent and len(self.running) >= self.max_concurrent:
+            return None
+        suggested = self.inner.suggest(trial_id)
+        if suggested is None or suggested == Searcher.FINISHED:
+            return suggested
+        self.running.add(trial_id)
+        return self.decoder(suggested)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        self._check_target(trial_id, result)
+        self.inner.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and not error:
+            self._check_target(trial_id, result)
+        self.running.discard(trial_id)
+        self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+    # Our HyperBand schedulers (tune_service.search.hyperband) report pauses and resumptions here;
+    # TuneBOHB keeps paused trials apart too.
+    def on_pause(self, trial_id: str) -> None:
+        self.running.discard(trial_id)
+        if hasattr(self.inner, "on_pause"):
+            self.inner.on_pause(trial_id)
+
+    def on_unpause(self, trial_id: str) -> None:
+        self.running.add(trial_id)
+        if hasattr(self.inner, "on_unpause"):
+            self.inner.on_unpause(trial_id)
+
+    def _check_target(self, trial_id: str, result: dict) -> None:
+        value = result.get(self.metric) if self.target is not None else None
+        if not isinstance(value, (int, float)) or self.target_reached_by is not None:
+            return
+        if (value >= self.target) if self.mode == "max" else (value <= self.target):
+            self.target_reached_by = trial_id
+
+    def save(self, checkpoint_path: str) -> None:
+        # Tune renames the one file it asked for, so the inner searcher's state travels inside ours.
+        inner_path = checkpoint_path + ".inner"
+        self.inner.save(inner_path)
+        with open(inner_path, "rb") as f:
+            inner_state = f.read()
+        os.remove(inner_path)
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        inner_path = checkpoint_path + ".inner"
+        with open(inner_path, "wb") as f:
+            f.write(state["inner"])
+        try:
+            self.inner.restore(inner_path)
+        finally:
+            os.remove(inner_path)
+        self.target_reached_by = state["target_reached_by"]
+        self.running = set(state.get("running", ()))  # resumed with the sweep, they count against the cap

@@ -1,0 +1,326 @@
+"""Parameter specs -> each searcher's native search space, built directly rather than through Ray's
+converters (which drop quantization, bias integer ends, ignore bounds and hand back numpy scalars).
+
+- :func:`sample_flat`: one random draw, for random search (inverse-CDF sampling of the declared law).
+- :func:`grid_points`: every point of a grid, enumerated here so ``run_cap`` can cap it.
+- :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
+- :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
+- :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
+  constants added, inactive parameters absent, dotted names nested.
+
+A form a searcher cannot express is refused with a :class:`SpecError` naming the parameter, the reason
+and the alternatives, never approximated silently.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+from tune_service.errors import Problem, SpecError
+from tune_service.spec.configs import nest, plain
+from tune_service.spec.parameters import ParameterSpec, flat_names, multiples, round_to_q
+
+#: A quantized range with more values than this is refused where the values must be listed.
+MAX_ENUMERATED_VALUES = 10_000
+#: Prefix of the hyperopt keys that hold a conditional parameter's branches (never a parameter name).
+_BRANCH = "__branch__:"
+
+
+def support(p: ParameterSpec) -> list | None:
+    """The finite list of values ``p`` can take, or ``None`` when it is continuous or unbounded."""
+    if p.distribution == "constant":
+        return [p.value]
+    if p.distribution == "categorical":
+        return list(p.values)
+    s = p.shape
+    if s.q is None or not s.bounded:
+        return None
+    return multiples(s)
+
+
+def masses(p: ParameterSpec) -> list[float]:
+    """The probability of each value of :func:`support` (which must be finite), as the spec declares it.
+
+    Equal for ``values`` without probabilities, ``int_uniform`` and ``q_uniform``; otherwise each
+    multiple of ``q`` gets the mass of the law between the midpoints to its neighbours (the bounds at
+    the ends), so rounding to the nearest multiple inside the bounds is exactly what is sampled.
+    """
+    values = support(p)
+    if p.distribution == "categorical" and p.probabilities:
+        return list(p.probabilities)
+    if p.distribution in ("categorical", "constant") or p.shape.equal_mass:
+        return [1.0 / len(values)] * len(values)
+    s = p.shape
+    law = s.scipy()
+    edges = [s.low, *((a + b) / 2 for a, b in zip(values, values[1:])), s.high]
+    cdf = law.cdf(edges)
+    total = cdf[-1] - cdf[0]
+    return [float((hi - lo) / total) for lo, hi in zip(cdf, cdf[1:])]
+
+
+def _refuse(p: ParameterSpec, searcher: str, reason: str, alternatives: str) -> SpecError:
+    return SpecError([Problem(f"parameters.{p.name}", f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")])
+
+
+def _listed(p: ParameterSpec, searcher: str) -> list:
+    values = support(p)
+    if len(values) > MAX_ENUMERATED_VALUES:
+        raise _refuse(p, searcher, f"{len(values)} values is too many to list", "narrow the range or raise q")
+    return values
+
+
+# -- random search ----------------------------------------------------------------------------------
+
+
+def check_random(params: Iterable[ParameterSpec]) -> None:
+    """Random search expresses every form; only over-long value lists are refused."""
+    for p in params:
+        if p.is_searched and support(p) is not None:
+            _listed(p, "random")
+
+
+def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
+    """One random config (flat, dotted names), parameters in file order, inactive ones left out.
+
+    Continuous laws are drawn by inverse CDF inside their bounds (so a truncated normal is exact);
+    finite ones by their :func:`masses`; unbounded quantized ones are drawn and rounded to ``q``.
+    """
+    config: dict[str, Any] = {}
+    for p in params:
+        if not p.active(config):
+            continue
+        values = support(p)
+        if values is not None:
+            config[p.name] = values[int(rng.choice(len(values), p=masses(p)))]
+            continue
+        s = p.shape
+        law = s.scipy()
+        lo = law.cdf(s.low) if s.low is not None else 0.0
+        hi = law.cdf(s.high) if s.high is not None else 1.0
+        x = float(law.ppf(rng.uniform(lo, hi)))
+        if s.bounded:  # ppf's last ulp must not step outside the inclusive bounds
+            x = min(max(x, s.low), s.high)
+        config[p.name] = round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
+    return config
+
+
+# -- grid search ------------------------------------------------------------------------------------
+
+
+def grid_points(params: Sequence[ParameterSpec]) -> list[dict[str, Any]]:
+    """Every combination of the grid (flat, dotted names) in file order, the last parameter varying
+    fastest. A conditional parameter varies only in the combinations where its condition holds."""
+    axes = []
+    for p in params:
+        if support(p) is None:
+            reason = "a continuous range has no finite grid" if p.shape.bounded else "an unbounded law has no finite grid"
+            raise _refuse(p, "grid", reason, "list the points with `values: [...]`, use a q_ form with bounds, "
+                                             "or use method random, bayes or bohb")
+        axes.append((p, _listed(p, "grid")))
+
+    def extend(partials: list[dict], axis) -> list[dict]:
+        p, values = axis
+        out = []
+        for partial in partials:
+            out.extend({**partial, p.name: v} for v in values) if p.active(partial) else out.append(partial)
+        return out
+
+    points: list[dict] = [{}]
+    for axis in axes:
+        points = extend(points, axis)
+    return points
+
+
+# -- hyperopt (TPE) ---------------------------------------------------------------------------------
+
+
+def hyperopt_space(params: Sequence[ParameterSpec]) -> dict[str, Any]:
+    """A native hyperopt space of the searched parameters. A parameter with ``when`` lives inside its
+    parent's ``hp.choice`` branch for each allowed value, so TPE samples it only there; :class:`Decoder`
+    flattens the branches back. Integer ranges give every integer the same mass (hyperopt's own
+    ``uniformint`` gives the two ends half as much)."""
+    searched = [p for p in params if p.is_searched]
+    children: dict[str, list[ParameterSpec]] = {}
+    top = []
+    for p in searched:
+        parent = p.when[0][0] if p.when else None
+        if parent is not None and any(q.name == parent and q.is_searched for q in searched):
+            children.setdefault(parent, []).append(p)
+        else:
+            top.append(p)  # unconditional, or conditional on a constant (Decoder drops it if inactive)
+    return _hyperopt_level(top, children, "")
+
+
+def _hyperopt_level(level: list[ParameterSpec], children: dict, tag: str) -> dict[str, Any]:
+    from hyperopt import hp
+
+    space: dict[str, Any] = {}
+    for p in level:
+        label = p.name + tag
+        kids = children.get(p.name)
+        if not kids:
+            space[p.name] = _hyperopt_expression(p, label)
+            continue
+        branches = [{p.name: v, **_hyperopt_level([k for k in kids if v in k.when[0][1]], children,
+                                                  f"{tag}|{p.name}={v}")} for v in p.values]
+        space[_BRANCH + p.name] = (hp.pchoice(label, list(zip(p.probabilities, branches))) if p.probabilities
+                                   else hp.choice(label, branches))
+    return space
+
+
+def _hyperopt_expression(p: ParameterSpec, label: str):
+    from hyperopt import hp
+    from hyperopt.pyll import scope
+
+    if p.distribution == "categorical":
+        if p.probabilities:
+            return hp.pchoice(label, list(zip(p.probabilities, p.values)))
+        return hp.choice(label, list(p.values))
+    s = p.shape
+    if p.distribution == "int_uniform":  # ordinal for TPE, every integer the same width
+        return scope.int(hp.quniform(label, s.low - 0.4999, s.high + 0.4999, 1))
+    values = support(p)
+    if values is not None:
+        # hyperopt's quniform/qloguniform round past the bounds and give the ends half a cell; the exact
+        # multiples with their declared masses keep every value inside [min, max].
+        values = _listed(p, "hyperopt")
+        return hp.choice(label, values) if s.equal_mass else hp.pchoice(label, list(zip(masses(p), values)))
+    if s.base == "uniform":
+        return hp.uniform(label, s.low, s.high)
+    if s.base == "loguniform":
+        return hp.loguniform(label, math.log(s.low), math.log(s.high))
+    if s.base == "beta":
+        raise _refuse(p, "hyperopt", "hyperopt has no beta law", "use q_beta, or method random or bohb")
+    if s.bounded:
+        raise _refuse(p, "hyperopt", "hyperopt's normal laws cannot be truncated to min/max (clipping would pile "
+                                     "mass on the bounds)", "drop min and max, or use method random or bohb")
+    normal = s.base == "normal"
+    if s.q is not None:
+        return (hp.qnormal if normal else hp.qlognormal)(label, s.mu, s.sigma, s.q)
+    return (hp.normal if normal else hp.lognormal)(label, s.mu, s.sigma)
+
+
+# -- BOHB (ConfigSpace) -----------------------------------------------------------------------------
+
+_CS_SCALARS = (str, int, float, bool)
+
+
+def config_space(params: Sequence[ParameterSpec], seed: int):
+    """A native ConfigSpace of the searched parameters, for BOHB. ``when`` becomes a ConfigSpace
+    condition, so BOHB never samples an inactive parameter. Quantized ranges keep their exact values
+    (ConfigSpace 1.x has no ``q``, and Ray's converter silently drops it): an integer index into the values
+    when they are equally likely (hpbandster refuses ordinals; see :func:`bohb_indexed`), a categorical
+    with the declared weights otherwise."""
+    import ConfigSpace as CS
+
+    cs = CS.ConfigurationSpace(seed=seed)
+    searched = [p for p in params if p.is_searched]
+    added = {}
+    for p in searched:
+        added[p.name] = _config_hyperparameter(CS, p)
+        cs.add(added[p.name])
+    for p in searched:
+        if p.when and p.when[0][0] in added:
+            parent, allowed = added[p.when[0][0]], list(p.when[0][1])
+            cs.add(CS.EqualsCondition(added[p.name], parent, allowed[0]) if len(allowed) == 1
+                   else CS.InCondition(added[p.name], parent, allowed))
+    return cs
+
+
+def _config_hyperparameter(CS, p: ParameterSpec):
+    n = p.name
+    if p.distribution == "categorical":
+        if not all(isinstance(v, _CS_SCALARS) for v in p.values):
+            raise _refuse(p, "bohb", "ConfigSpace choices must be scalars", "use scalar values")
+        return CS.CategoricalHyperparameter(n, list(p.values), weights=list(p.probabilities) if p.probabilities else None)
+    s = p.shape
+    if p.distribution == "int_uniform":
+        return CS.UniformIntegerHyperparameter(n, s.low, s.high)
+    if support(p) is not None:
+        values = _listed(p, "bohb")
+        if s.equal_mass:  # hpbandster refuses ordinals: the index of the value, an ordered integer
+            return CS.UniformIntegerHyperparameter(n, 0, len(values) - 1)
+        return CS.CategoricalHyperparameter(n, values, weights=masses(p))
+    if not s.bounded:
+        raise _refuse(p, "bohb", "ConfigSpace needs bounds for a normal law", "give min and max (a truncated "
+                                                                              "normal), or use method random or bayes")
+    if s.q is not None:  # pragma: no cover - a bounded q_ form always has a finite support
+        raise ValueError(p.distribution)
+    if s.base in ("uniform", "loguniform"):
+        return CS.UniformFloatHyperparameter(n, s.low, s.high, log=s.base == "loguniform")
+    if s.base == "normal":
+        return CS.NormalFloatHyperparameter(n, mu=s.mu, sigma=s.sigma, lower=s.low, upper=s.high)
+    if s.base == "beta":
+        return CS.BetaFloatHyperparameter(n, alpha=s.a, beta=s.b, lower=0.0, upper=1.0)
+    raise _refuse(p, "bohb", "ConfigSpace's log-normal is not exp(normal(mu, sigma)) truncated to [min, max]",
+                  "use method random or bayes, or a q_log_normal with min and max")
+
+
+def bohb_indexed(params: Sequence[ParameterSpec]) -> tuple[str, ...]:
+    """The parameters whose BOHB value is an index into :func:`support` (equally likely multiples)."""
+    return tuple(p.name for p in params if p.distribution == "q_uniform")
+
+
+# -- what the trial receives ------------------------------------------------------------------------
+
+
+class Decoder:
+    """Turns whatever a searcher suggested into the config a trial receives.
+
+    Plain Python values (ints where the form is integral), the spec's constants added, every parameter
+    whose ``when`` does not hold left out, hyperopt's branches flattened, and dotted names nested.
+    Picklable, so a restored experiment decodes the same way.
+    """
+
+    def __init__(self, params: Sequence[ParameterSpec], indexed: Sequence[str] = ()):
+        self.params = tuple(params)
+        self.indexed = {p.name: support(p) for p in self.params if p.name in indexed}
+        self.keep_flat = flat_names(self.params)
+
+    def flat(self, suggested: dict[str, Any]) -> dict[str, Any]:
+        raw = _flatten_branches(suggested)
+        config: dict[str, Any] = {}
+        for p in self.params:
+            if not p.active(config):
+                continue
+            if p.distribution == "constant":
+                config[p.name] = p.value
+            elif p.name in raw:
+                value = plain(raw[p.name])
+                config[p.name] = _typed(p, self.indexed[p.name][value] if p.name in self.indexed else value)
+        return config
+
+    def __call__(self, suggested: dict[str, Any]) -> dict[str, Any]:
+        return nest(self.flat(suggested), self.keep_flat)
+
+
+def _flatten_branches(suggested: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in suggested.items():
+        if key.startswith(_BRANCH):
+            out.update(_flatten_branches(value))
+        else:
+            out[key] = value
+    return out
+
+
+def _typed(p: ParameterSpec, value: Any) -> Any:
+    if p.distribution in ("categorical", "constant"):
+        return value
+    if p.shape.integral:
+        return int(round(value))
+    return float(value)
+
+
+def check(params: Sequence[ParameterSpec], searcher: str) -> None:
+    """Raise :class:`SpecError` if ``searcher`` cannot express one of ``params``."""
+    if searcher == "random":
+        check_random(params)
+    elif searcher == "grid":
+        grid_points(params)
+    elif searcher == "hyperopt":
+        hyperopt_space(params)
+    elif searcher == "bohb":
+        config_space(params, seed=0)
+

@@ -1,0 +1,44 @@
+"""The shapes of a trial's config: nested (as the W&B grammar writes parameters) and flat (dotted keys,
+as searchers and tables hold them), and plain (JSON-able: no numpy scalars or tuples)."""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+
+def plain(value: Any) -> Any:
+    """Recursively convert numpy scalars, tuples and other containers to plain JSON-able Python."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
+        return value.item()
+    return value
+
+
+def nest(flat: dict[str, Any], keep_flat: Collection[str] = ()) -> dict[str, Any]:
+    """``{"opt.lr": 1}`` -> ``{"opt": {"lr": 1}}``; keys without dots, and those in ``keep_flat``, stay
+    as they are."""
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        if name in keep_flat:
+            nested[name] = value
+            continue
+        node = nested
+        *groups, leaf = name.split(".")
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = value
+    return nested
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The inverse of :func:`nest`: nested mappings -> dotted keys."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

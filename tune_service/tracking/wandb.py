@@ -1,0 +1,365 @@
+"""wandb: one run per trial, grouped by the sweep, and a summary run when the sweep ends.
+
+The driver writes every run (a Tune callback): never the ranks, so a 4-rank trial is one run, logged
+once. Run ids are derived from the experiment's name and the trial's id, so a resumed sweep or a
+retried trial appends to its run instead of creating a second one.
+
+All wandb calls happen on one background thread, in order. A slow init never holds up Tune's event
+loop, and any wandb failure (a bad key, a full disk, an init timeout) becomes one warning for that run,
+whose later calls are skipped: the sweep itself goes on. Nothing of ours passes the environment to
+wandb, so an API key is never written into a config, summary or artifact.
+
+Mode ``auto`` (the default): ``WANDB_MODE`` if set, else online with an API key (``WANDB_API_KEY`` or a
+``wandb login`` in ``~/.netrc``), else offline: runs are written under ``EXPERIMENT/wandb/`` and
+``wandb sync`` uploads them later. ``disabled`` creates no callback and imports nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import queue
+import re
+import threading
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
+
+from tune_service.experiment.callbacks import DriverCallback
+from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
+from tune_service.redaction import redact, redact_text
+from tune_service.results.sweep_result import TUNE_KEYS, one_line_error
+from tune_service.spec.configs import flatten, plain
+from tune_service.spec.wandb import WandbSettings, resolve_mode
+
+log = logging.getLogger("tune_service.tracking.wandb")
+
+SUMMARY_RUN = "summary"
+#: How long the end of a sweep waits for wandb to write what is queued.
+CLOSE_TIMEOUT_S = 120.0
+
+
+def run_id(experiment: str, trial_id: str) -> str:
+    """The wandb run id of ``trial_id`` in ``experiment``: the same every time, a valid wandb id."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", experiment).strip("-")
+    if slug != experiment or len(slug) > 40:  # keep it unique when the name had to be shortened
+        slug = f"{slug[:31]}-{hashlib.sha1(experiment.encode()).hexdigest()[:8]}"
+    return f"{slug}-{trial_id}"
+
+
+def trial_number(trial: Any) -> int | None:
+    """The trial's number in the sweep (1, 2, ...): Tune's experiment tag starts with it (``3_lr=0.01``)."""
+    head = str(getattr(trial, "experiment_tag", "") or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def run_name(number: int | None, trial_id: str, config: Mapping[str, Any], key_parameters: list[str]) -> str:
+    """A readable run name: the trial's number and its key parameters, e.g. ``#003 lr=0.003 model=cnn``."""
+    head = f"#{number:03d}" if number is not None else trial_id
+    values = [f"{name}={_short(_lookup(config, name))}" for name in key_parameters[:4]
+              if _lookup(config, name) is not None]
+    return " ".join([head, *values])
+
+
+def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return config.get(dotted) if isinstance(config, Mapping) else None
+        value = value[part]
+    return value
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def trial_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric metrics of a Tune result (Tune's bookkeeping and text values left out)."""
+    return {k: v for k, v in result.items()
+            if k not in TUNE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _is_better(value: float, best: float | None, mode: str) -> bool:
+    if not math.isfinite(value):
+        return False
+    return best is None or (value < best if mode == "min" else value > best)
+
+
+class _Writer:
+    """One thread that runs wandb calls in order. A call that raises marks its run as broken: one
+    warning, and the run's later calls are skipped."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue = queue.Queue()
+        self._broken: set[str] = set()
+        self._thread = threading.Thread(target=self._work, name="tune-service-wandb", daemon=True)
+        self._thread.start()
+
+    def submit(self, key: str, action: str, call: Callable[[], None]) -> None:
+        self._queue.put((key, action, call))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            key, action, call = item
+            if key in self._broken:
+                continue
+            try:
+                call()
+            except BaseException as error:  # noqa: BLE001 - wandb may raise anything; the sweep goes on
+                self._broken.add(key)
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                log.warning("wandb: %s of run %s failed (%s: %s); the sweep goes on without this run",
+                            action, key, type(error).__name__, redact_text(reason)[:300])
+
+    def close(self, timeout: float) -> bool:
+        """Wait for the queued calls; False if they did not finish within ``timeout`` seconds."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+@dataclass
+class _TrialRun:
+    run_id: str
+    run: Any = None
+    last_epoch: int = 0
+    best: float | None = None
+    best_epoch: int | None = None
+    described: bool = False  # the first result's settings (precision, world size) are in the config
+    checkpoint_path: str | None = None  # the latest checkpoint reported with a result
+
+
+class WandbTracker(DriverCallback):
+    """The Tune callback that mirrors a sweep into wandb (see the module's docstring).
+
+    Args:
+        settings: the spec's ``wandb`` block, with ``project`` and ``group`` filled in.
+        mode: ``online`` or ``offline`` (resolved; ``disabled`` never builds a tracker).
+        experiment: the experiment's name (run ids derive from it).
+        experiment_dir: where offline runs are written (``experiment_dir/wandb``).
+        metric, metric_mode, max_t: the sweep's metric, ``min``/``max``, and the epochs of a full trial.
+        key_parameters: the searched parameters, named in run names.
+        trial_config: what every trial's config also holds (resources, training settings).
+    """
+
+    def __init__(self, settings: WandbSettings, mode: str, *, experiment: str, experiment_dir: str | os.PathLike,
+                 metric: str, metric_mode: str, max_t: int, key_parameters: list[str],
+                 trial_config: Mapping[str, Any]):
+        super().__init__(f"{experiment}/wandb")
+        self.settings, self.mode, self.experiment = settings, mode, experiment
+        self.experiment_dir = Path(experiment_dir)
+        self.metric, self.metric_mode, self.max_t = metric, metric_mode, max_t
+        self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
+        self._runs: dict[str, _TrialRun] = {}
+        self._writer = _Writer()
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.experiment_dir / "wandb"
+
+    # -- wandb calls, made on the writer thread -----------------------------------------------------
+
+    def _init(self, run_id_: str, name: str, config: Mapping[str, Any], job_type: str, tags: tuple[str, ...]):
+        import wandb
+
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        s = self.settings
+        return wandb.init(
+            project=s.project, entity=s.entity, group=s.group, job_type=job_type, tags=list(tags),
+            name=redact_text(name), id=run_id_, resume="allow", config=redact(dict(config)),
+            dir=str(self.experiment_dir), mode=self.mode,
+            reinit="create_new",
+            settings=wandb.Settings(silent=True, console="off", init_timeout=s.init_timeout, save_code=False,
+                                    disable_git=True, x_disable_stats=True),
+        )
+
+    # -- Tune callback hooks (driver thread: they only queue work) ---------------------------------
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        trial_id = trial.trial_id
+        if trial_id in self._runs:  # restarted after a failure: the run is still open
+            return
+        state = self._runs[trial_id] = _TrialRun(run_id(self.experiment, trial_id))
+        # A trial resumed from an earlier session: its run already holds the epochs Tune recorded, and
+        # the best value so far is in Tune's restored analysis of the metric.
+        state.last_epoch = int((trial.last_result or {}).get("epoch", 0) or 0)
+        state.best = (getattr(trial, "metric_analysis", {}) or {}).get(self.metric, {}).get(self.metric_mode)
+        config = {**plain(dict(trial.config or {})), **self.trial_config, "trial_id": trial_id}
+        name = run_name(trial_number(trial), trial_id, trial.config or {}, self.key_parameters)
+
+        def start() -> None:
+            state.run = self._init(state.run_id, name, config, "trial", self.settings.tags)
+
+        self._writer.submit(state.run_id, "init", start)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        state = self._runs.get(trial.trial_id)
+        if state is None:
+            return
+        metrics = trial_metrics(result)
+        epoch = int(metrics.get("epoch", result.get("training_iteration", state.last_epoch + 1)))
+        if epoch <= state.last_epoch:  # an epoch reported again after a resume: it is in the run already
+            return
+        state.last_epoch = epoch
+        state.checkpoint_path = _reported_checkpoint(trial, result) or state.checkpoint_path
+        value = metrics.get(self.metric)
+        if isinstance(value, (int, float)) and _is_better(float(value), state.best, self.metric_mode):
+            state.best, state.best_epoch = float(value), epoch
+        best, best_epoch = state.best, state.best_epoch
+        settings = None
+        if not state.described:  # what the trial chose at run time (precision auto -> bf16, ...)
+            state.described = True
+            settings = {k: result[k] for k in ("precision", "world_size", "global_batch", "batch_per_rank",
+                                                "grad_accum_steps") if k in result}
+
+        def write() -> None:
+            if settings:
+                state.run.config.update(settings, allow_val_change=True)
+            state.run.log(metrics, step=epoch)  # epoch is the step: a resumed trial continues its curve
+            if best is not None:
+                state.run.summary[f"best_{self.metric}"] = best
+                state.run.summary["best_epoch"] = best_epoch
+
+        self._writer.submit(state.run_id, "log", write)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        state = self._runs.get(trial.trial_id)
+        if state is not None:
+            status = "completed" if state.last_epoch >= self.max_t else "stopped"
+            self._finish(trial, state, status, None)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        state = self._runs.get(trial.trial_id)
+        if state is not None:
+            self._finish(trial, state, "failed", _error_line(trial))
+
+    def _finish(self, trial: Any, state: _TrialRun, status: str, error: str | None) -> None:
+        checkpoint = state.checkpoint_path if self.settings.log_checkpoints else None
+        epochs = state.last_epoch
+        del self._runs[trial.trial_id]
+
+        def finish() -> None:
+            run = state.run
+            run.summary.update({"status": status, "epochs": epochs, **({"error": error} if error else {})})
+            if status == "stopped":
+                run.tags = tuple(run.tags or ()) + ("stopped-early",)
+            if checkpoint is not None:
+                import wandb
+
+                artifact = wandb.Artifact(f"model-{state.run_id}", type="model",
+                                          metadata={"epoch": epochs, "trial_id": trial.trial_id})
+                if os.path.isdir(checkpoint):  # the model's files; the report beside them is ours
+                    for entry in sorted(os.scandir(checkpoint), key=lambda e: e.name):
+                        if entry.name == CHECKPOINT_REPORT_FILE:
+                            continue
+                        if entry.is_dir():
+                            artifact.add_dir(entry.path, name=entry.name)
+                        else:
+                            artifact.add_file(entry.path, name=entry.name)
+                else:  # on storage the driver cannot read as files (s3://...): a reference to it
+                    artifact.add_reference(checkpoint)
+                run.log_artifact(artifact)
+            run.finish(exit_code=1 if status == "failed" else 0)  # failed runs show as failed in wandb
+
+        self._writer.submit(state.run_id, "finish", finish)
+
+    # -- the end of the sweep ----------------------------------------------------------------------
+
+    def log_sweep(self, outcome: Any) -> None:
+        """The sweep's summary run: a table of every trial (config, final metrics, status, epochs) and
+        the best config, for parallel-coordinates and parameter-importance panels."""
+        summary_id = run_id(self.experiment, SUMMARY_RUN)
+        trials = list(outcome.trials)
+        config_keys = sorted({k for t in trials for k in flatten(t.config)})
+        metric_keys = sorted({k for t in trials for k, v in t.metrics.items() if isinstance(v, (int, float))})
+        columns = ["trial_id", "status", "epochs", *config_keys, *metric_keys]
+        rows = [[t.trial_id, t.status, t.epochs, *(flatten(redact(t.config)).get(k) for k in config_keys),
+                 *(t.metrics.get(k) for k in metric_keys)] for t in trials]
+        best = outcome.best
+        counts = {s: sum(t.status == s for t in trials) for s in ("completed", "stopped", "failed")}
+        config = {"metric": outcome.metric, "mode": outcome.mode, "trials": len(trials)}
+
+        def write() -> None:
+            import wandb
+
+            run = self._init(summary_id, f"{self.experiment} summary", config, "sweep-summary",
+                             (*self.settings.tags, "sweep-summary"))
+            run.log({"trials": wandb.Table(columns=columns, data=rows)})
+            run.summary.update({"trial_counts": counts, "best_trial_id": best.trial_id if best else None,
+                                "best_config": redact(best.config) if best else None,
+                                f"best_{outcome.metric}": best.metrics.get(outcome.metric) if best else None})
+            run.finish()
+
+        self._writer.submit(summary_id, "sweep summary", write)
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """Finish what is queued. Runs left open by an interrupted sweep end as ``interrupted``; a resumed
+        sweep appends to them."""
+        for trial_id, state in list(self._runs.items()):
+            def finish(state: _TrialRun = state) -> None:
+                state.run.summary.update({"status": "interrupted", "epochs": state.last_epoch})
+                state.run.finish()
+
+            self._writer.submit(state.run_id, "finish", finish)
+            del self._runs[trial_id]
+        self.release()
+        if not self._writer.close(timeout):
+            log.warning("wandb: still writing after %.0f s; giving up on what is left", timeout)
+
+    def describe(self) -> dict[str, Any]:
+        """Where the runs went, for the sweep's summary (and the ``wandb sync`` hint when offline)."""
+        s = self.settings
+        return {"mode": self.mode, "project": s.project, "entity": s.entity, "group": s.group,
+                "dir": str(self.runs_dir)}
+
+
+def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike,
+                   environ: Mapping[str, str] = os.environ) -> WandbTracker | None:
+    """The sweep's tracker, or ``None`` when wandb is disabled (then wandb is not even imported)."""
+    mode = resolve_mode(spec.wandb.mode, environ)
+    if mode == "disabled":
+        return None
+    settings = replace(spec.wandb, project=spec.wandb.project or spec.name, group=spec.wandb.group or experiment)
+    trial_config = {"resources": asdict(spec.resources), "training": asdict(spec.training)}
+    return WandbTracker(settings, mode, experiment=experiment, experiment_dir=experiment_dir,
+                        metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
+                        key_parameters=[p.name for p in spec.parameters if p.is_searched],
+                        trial_config=trial_config)
+
+
+
+def _error_line(trial: Any) -> str:
+    """The trial's error on one line, read back from what Tune stored: when a trial errs, Tune has
+    written its error into the trial's local directory, and copies it to storage only later."""
+    try:
+        local = getattr(trial, "pickled_error_file", None)
+        if local and os.path.isfile(local):
+            import ray.cloudpickle
+
+            with open(local, "rb") as f:
+                return one_line_error(ray.cloudpickle.load(f))
+        error = trial.get_pickled_error()
+        if error is not None:
+            return one_line_error(error)
+        text = trial.get_error() or ""
+    except Exception:  # noqa: BLE001 - reading the error back must not fail the sweep
+        text = ""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return redact_text(lines[-1])[:500] if lines else "failed"
+
+
+def _reported_checkpoint(trial: Any, result: dict) -> str | None:
+    """The checkpoint reported with ``result``: a fresh trial's relay names it (``CHECKPOINT_PATH_KEY``);
+    a warm trial's is the Tune checkpoint directory the result names, in the trial's directory."""
+    if result.get(CHECKPOINT_PATH_KEY):
+        return result[CHECKPOINT_PATH_KEY]
+    name, trial_path = result.get("checkpoint_dir_name"), getattr(trial, "path", None)
+    return os.path.join(trial_path, name) if name and trial_path else None
