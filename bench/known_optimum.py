@@ -48,7 +48,7 @@ ANCHOR = "random + FIFO"
 def _spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any]):
     from bench.functions import FUNCTIONS
     from tune_service.search.schedule import expected_schedule
-    from tune_service.spec.sweep import load_spec
+    from tune_service.spec import load_spec
 
     _, bounds, _ = FUNCTIONS[function]
     scheduler = {"type": ("hyperband" if method == "bohb" else "asha") if early else "fifo",

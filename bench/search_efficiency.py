@@ -64,7 +64,7 @@ def sweep(variant: str, seed: int, size: dict[str, Any]) -> dict[str, Any]:
 
     from bench.workloads import digits_trial
     from tune_service.search import registry
-    from tune_service.spec.sweep import load_spec
+    from tune_service.spec import load_spec
 
     method, scheduler = VARIANTS[variant]
     spec = load_spec({

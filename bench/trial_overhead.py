@@ -54,7 +54,7 @@ def measure(poll_interval_s: str | None, reports: int, trials: int) -> dict:
     from tune_service.execution.driver import build_tuner
     from tune_service.execution.plan import make_plan
     from tune_service.execution.resources import from_ray
-    from tune_service.spec.sweep import load_spec
+    from tune_service.spec import load_spec
 
     env = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": poll_interval_s} if poll_interval_s else {}
     # A dashboard port of our own, told to the workers: Ray Train's placement-group cleaner otherwise

@@ -28,7 +28,7 @@ _EXPORTS = {
     "submit": ("tune_service.jobs", "submit"),
     "attach": ("tune_service.jobs", "attach"),
     "SweepJob": ("tune_service.jobs", "SweepJob"),
-    "load_spec": ("tune_service.spec.sweep", "load_spec"),
+    "load_spec": ("tune_service.spec.reading", "load_spec"),
     "SweepSpec": ("tune_service.spec.sweep", "SweepSpec"),
     "TrainingSettings": ("tune_service.spec.training", "TrainingSettings"),
     "make_plan": ("tune_service.execution.plan", "make_plan"),
@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from tune_service.jobs import SweepJob, attach, submit
     from tune_service.results.sweep_result import SweepResult, TrialRecord
     from tune_service.results.sweep_result import load as load_results
-    from tune_service.spec.sweep import SweepSpec, load_spec
+    from tune_service.spec import SweepSpec, load_spec
     from tune_service.spec.training import TrainingSettings
     from tune_service.tasks.base import Task
     from tune_service.training.checkpoint import load_model

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from tune_service.execution.plan import make_plan
-    from tune_service.spec.sweep import load_spec, parse_override
+    from tune_service.spec import load_spec, parse_override
 
     if args.resume:
         if args.overrides or args.dry_run or args.name:
@@ -173,7 +173,7 @@ def _results(args: argparse.Namespace) -> int:
 
 def _submit(args: argparse.Namespace) -> int:
     from tune_service.jobs import submit
-    from tune_service.spec.sweep import parse_override
+    from tune_service.spec import parse_override
 
     overrides = dict(parse_override(text) for text in args.overrides)
     runtime_env = {"working_dir": args.working_dir} if args.working_dir else None

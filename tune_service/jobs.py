@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 
 from tune_service.results import sweep_result as results
 from tune_service.errors import TuneServiceError
-from tune_service.spec.sweep import SweepSpec, load_spec
+from tune_service.spec import SweepSpec, load_spec
 
 #: The Jobs API of a Ray cluster started on this machine (``ray start --head``).
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"

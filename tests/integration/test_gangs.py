@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
+from tune_service.spec import ExecutionSpec, ResourceSpec
 from tune_service.tasks import resolve_task
 from tune_service.spec.training import TrainingSettings
 
@@ -60,7 +61,7 @@ def pids(gang: Gang) -> list[int]:
 
 @pytest.fixture
 def gang(ray_cluster):
-    gang = Gang.build(GangSettings(workers=2))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2)))
     yield gang
     gang.shutdown("the test is over")
 
@@ -123,7 +124,7 @@ def test_a_rank_that_dies_fails_its_trial_and_retires_the_gang(gang):
 
 
 def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):
-    gang = Gang.build(GangSettings(workers=2, recycle_after_trials=2))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2), ExecutionSpec(recycle_after_trials=2)))
     try:
         run(gang, trial("digits", epochs=1))
         assert gang.retired is None

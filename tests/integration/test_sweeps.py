@@ -12,7 +12,7 @@ import yaml
 import tune_service
 from tune_service import cli
 from tune_service.search.schedule import expected_schedule
-from tune_service.spec.sweep import SchedulerSpec
+from tune_service.spec import SchedulerSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from tune_service import cli
 from tune_service.errors import SpecError
 from tune_service.jobs import jobs_address
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 

@@ -24,8 +24,9 @@ from tune_service.execution.gang import GangSettings
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.execution.plan import SweepPlan, plan_sweep
 from tune_service.execution.resources import from_ray
-from tune_service.spec.sweep import SweepSpec, load_spec
-from tune_service.execution.fresh_trial import DRIVER_RESOURCES, TrialTemplate
+from tune_service.spec import SweepSpec, load_spec
+from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
+from tune_service.execution.sweep_trial import SweepTrial
 
 DEFAULT_STORAGE = "experiments"
 
@@ -80,18 +81,18 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                                "or plan_sweep(spec).on(cluster)")
     spec = plan.spec
     fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
+    shared = dict(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, training=spec.training,
+                  metric=spec.metric.name, secrets=fingerprints)
+    template: SweepTrial
     if plan.warm_gangs:
-        gang = GangSettings.from_spec(spec.resources, spec.execution)
-        template = WarmTrial(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, gang=gang,
-                             training=spec.training, metric=spec.metric.name, secrets=fingerprints)
+        gang = GangSettings(spec.resources, spec.execution)
+        template = WarmTrial(**shared, gang=gang)
         resources = trial_resources(gang)
         # A failed trial is retried by Tune (from its newest checkpoint, on a new gang); a fresh trial
         # retries inside its Ray Train run instead.
         failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
     else:
-        template = TrialTemplate(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed,
-                                 resources=spec.resources, training=spec.training, metric=spec.metric.name,
-                                 max_failures=spec.failure.max_failures, secrets=fingerprints)
+        template = FreshTrial(**shared, resources=spec.resources, max_failures=spec.failure.max_failures)
         resources, failure = DRIVER_RESOURCES, None
 
     def run_trial(config: dict[str, Any]) -> None:

@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Number
 from typing import Any, Callable
 
+from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.experiment.checkpoints import TRAIN_RUN_NAME, checkpointed_report, trial_storage
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.redaction import scrubbing
 from tune_service.spec.configs import plain
-from tune_service.spec.sweep import ResourceSpec
-from tune_service.tasks import ResolvedTask
+from tune_service.spec import ResourceSpec
+from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory
-from tune_service.spec.training import TrainingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -78,22 +78,13 @@ def _relay_callback(metric: str):
     return RelayToTune()
 
 
-@dataclass(frozen=True)
-class TrialTemplate:
-    """What every trial of a sweep shares; the searcher fills in the hyperparameters."""
+@dataclass(frozen=True, kw_only=True)
+class FreshTrial(SweepTrial):
+    """A trial as its own Ray Train run of ``resources.workers`` ranks."""
 
-    task: ResolvedTask
-    epochs: int
-    seed: int
     resources: ResourceSpec
-    training: TrainingSettings = field(default_factory=TrainingSettings)
-    #: The metric the sweep optimises: a trial whose first report lacks it fails at once.
-    metric: str = "val_loss"
     #: Restarts of the trial's worker group (from its latest checkpoint) before the trial fails.
     max_failures: int = 0
-    #: The driver's secrets, as :class:`~tune_service.redaction.Fingerprints`: a rank's error that
-    #: quotes one is scrubbed in the rank, before Ray Train logs it and hands it on.
-    secrets: Any = None
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial (the Tune function trainable).

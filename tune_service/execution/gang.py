@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tune_service.execution.rank import RankHealth, RankOutcome, RankWorker
+from tune_service.spec import ExecutionSpec, ResourceSpec
 
 logger = logging.getLogger(__name__)
 
@@ -33,29 +34,21 @@ _RANK_CONCURRENCY = 4
 
 @dataclass(frozen=True)
 class GangSettings:
-    """What a gang is made of and when it is rebuilt (the spec's ``resources`` and ``execution``)."""
+    """What a gang is made of (the spec's ``resources``) and when it is rebuilt (its ``execution``)."""
 
-    workers: int
-    cpus_per_worker: float = 1
-    gpus_per_worker: float = 0
-    collective_timeout_s: float = 600
-    recycle_after_trials: int = 100
-    max_memory_growth_mib: float = 1024
+    resources: ResourceSpec
+    execution: ExecutionSpec = field(default_factory=ExecutionSpec)
 
     @property
     def backend(self) -> str:
-        return "nccl" if self.gpus_per_worker > 0 else "gloo"
+        return "nccl" if self.resources.gpus_per_worker > 0 else "gloo"
 
     @property
     def bundles(self) -> list[dict[str, float]]:
         """One placement-group bundle per rank."""
-        gpu = {"GPU": self.gpus_per_worker} if self.gpus_per_worker > 0 else {}
-        return [{"CPU": self.cpus_per_worker, **gpu} for _ in range(self.workers)]
-
-    @classmethod
-    def from_spec(cls, resources: Any, execution: Any) -> "GangSettings":
-        return cls(resources.workers, resources.cpus_per_worker, resources.gpus_per_worker,
-                   execution.collective_timeout_s, execution.recycle_after_trials, execution.max_memory_growth_mib)
+        r = self.resources
+        gpu = {"GPU": r.gpus_per_worker} if r.gpus_per_worker > 0 else {}
+        return [{"CPU": r.cpus_per_worker, **gpu} for _ in range(r.workers)]
 
 
 class GangBroken(RuntimeError):
@@ -86,14 +79,15 @@ class Gang:
         started = time.monotonic()
         actor = ray.remote(RankWorker)
         ranks = []
-        for rank in range(settings.workers):
-            options: dict[str, Any] = {"num_cpus": settings.cpus_per_worker, "num_gpus": settings.gpus_per_worker,
+        r = settings.resources
+        for rank in range(r.workers):
+            options: dict[str, Any] = {"num_cpus": r.cpus_per_worker, "num_gpus": r.gpus_per_worker,
                                        "max_concurrency": _RANK_CONCURRENCY}
             if placement_group is not None:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     placement_group, placement_group_bundle_index=rank)
-            ranks.append(actor.options(**options).remote(rank, settings.workers, settings.backend,
-                                                         settings.collective_timeout_s, secrets))
+            ranks.append(actor.options(**options).remote(rank, r.workers, settings.backend,
+                                                         settings.execution.collective_timeout_s, secrets))
         gang = cls(settings, ranks, None if placement_group is None else placement_group.id, 0.0)
         try:
             master_address, master_port = ray.get(ranks[0].address.remote())
@@ -102,7 +96,7 @@ class Gang:
             gang.shutdown("its ranks could not join")
             raise
         gang.build_s = time.monotonic() - started
-        logger.info("gang of %d ranks up in %.1f s", settings.workers, gang.build_s)
+        logger.info("gang of %d ranks up in %.1f s", r.workers, gang.build_s)
         return gang
 
     def run(self, trial: dict[str, Any], checkpoint: Any, output_dir: str | None,
@@ -220,15 +214,15 @@ class Gang:
 def worn_out(settings: GangSettings, trials_run: int, first: list[RankHealth], now: list[RankHealth]) -> str | None:
     """Why a gang should be rebuilt before its next trial, or None. ``first``: each rank's health after
     the gang's first trial; ``now``: after the last one."""
-    if trials_run >= settings.recycle_after_trials:
+    if trials_run >= settings.execution.recycle_after_trials:
         return f"it ran {trials_run} trials (execution.recycle_after_trials)"
     for rank, (before, after) in enumerate(zip(first, now)):
         if after.cuda_allocated_bytes > 0:
             return f"rank {rank} still holds {after.cuda_allocated_bytes} bytes of CUDA memory after its trial"
         growth = after.rss_mib - before.rss_mib
-        if growth > settings.max_memory_growth_mib:
+        if growth > settings.execution.max_memory_growth_mib:
             return (f"rank {rank}'s memory grew by {growth:.0f} MiB since its first trial "
-                    f"(execution.max_memory_growth_mib: {settings.max_memory_growth_mib:g})")
+                    f"(execution.max_memory_growth_mib: {settings.execution.max_memory_growth_mib:g})")
         if after.child_processes > before.child_processes:
             return f"rank {rank} kept {after.child_processes - before.child_processes} child process(es) of its trial"
     return None

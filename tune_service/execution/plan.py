@@ -15,7 +15,7 @@ from typing import Any
 from tune_service.search import registry
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search.schedule import Schedule, expected_schedule
-from tune_service.spec.sweep import SweepSpec
+from tune_service.spec import SweepSpec
 from tune_service.tasks import ResolvedTask, Task, resolve_task
 from tune_service.spec.wandb import resolve_mode
 from tune_service.spec.training import TrainingSettings

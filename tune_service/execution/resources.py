@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from tune_service.errors import CapacityError
-from tune_service.spec.sweep import ResourceSpec
+from tune_service.spec import ResourceSpec
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
 from tune_service.execution.gang import GangSettings, lease_gang
+from tune_service.execution.sweep_trial import SweepTrial
+from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
 from tune_service.spec.configs import plain
-from tune_service.tasks import ResolvedTask
 from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory
-from tune_service.spec.training import TrainingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -43,19 +42,11 @@ def trial_resources(settings: GangSettings):
     return tune.PlacementGroupFactory([{}, *settings.bundles], strategy="PACK")
 
 
-@dataclass(frozen=True)
-class WarmTrial:
-    """What every trial of a sweep shares; called by Tune with each trial's config."""
+@dataclass(frozen=True, kw_only=True)
+class WarmTrial(SweepTrial):
+    """A trial on its concurrency slot's warm gang."""
 
-    task: ResolvedTask
-    epochs: int
-    seed: int
     gang: GangSettings
-    training: TrainingSettings = field(default_factory=TrainingSettings)
-    #: The metric the sweep optimises: a trial whose first report lacks it fails at once.
-    metric: str = "val_loss"
-    #: The driver's secrets (:class:`~tune_service.redaction.Fingerprints`), scrubbed from rank errors.
-    secrets: Any = None
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial. An out-of-memory with ``training.oom_retry`` runs it again, from its latest
@@ -85,7 +76,7 @@ class WarmTrial:
         while True:
             gang = lease_gang(self.gang, self.secrets)
             trial = {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
-                     "settings": training, "cpus_per_rank": self.gang.cpus_per_worker, "output_dir": trial_dir}
+                     "settings": training, "cpus_per_rank": self.gang.resources.cpus_per_worker, "output_dir": trial_dir}
             try:
                 gang.run(trial, None if stored is None else stored.as_ray_checkpoint(), trial_dir, relay)
                 return

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.search import spaces
-from tune_service.spec.sweep import SweepSpec
+from tune_service.spec import SweepSpec
 
 
 def build_searcher(spec: SweepSpec) -> tuple[Any, int]:

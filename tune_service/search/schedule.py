@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tune_service.spec.sweep import SchedulerSpec
+from tune_service.spec import SchedulerSpec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from tune_service.execution.driver import build_tuner
 from tune_service.errors import TaskError
 from tune_service.execution.plan import make_plan
 from tune_service.execution.resources import ClusterResources
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 SPACES = sorted((ROOT / "search_spaces").glob("*.yaml"))

@@ -6,7 +6,7 @@ import pytest
 
 from tune_service.errors import CapacityError
 from tune_service.execution.resources import ClusterResources, max_concurrent_trials
-from tune_service.spec.sweep import ResourceSpec
+from tune_service.spec import ResourceSpec
 
 
 def cluster(cpus, gpus=0, nodes=1):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tune_service.search.schedule import expected_schedule
-from tune_service.spec.sweep import SchedulerSpec
+from tune_service.spec import SchedulerSpec
 
 
 def rungs(schedule):

@@ -21,7 +21,7 @@ from ray.tune.search import Searcher
 
 from tune_service.search import registry
 from tune_service.search.replay import RecordedTrial
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 METRIC = "val_loss"
 PARAMETERS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ray.tune.search import ConcurrencyLimiter
 
 from tune_service.search import registry
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 
 def trial_configs(method="random", cap=1):

@@ -19,7 +19,7 @@ from tune_service.search import spaces
 from tune_service.spec import configs
 from tune_service.errors import SpecError
 from tune_service.search.searchers import GridSearch, RandomSearch
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 N = 4000
 P_MIN = 1e-3  # a fixed-seed test: a right sampler passes by a wide margin, a wrong one fails far below

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tune_service import cli
-from tune_service.spec.sweep import MAX_SPEC_BYTES
+from tune_service.spec import MAX_SPEC_BYTES
 
 BAD_SPECS = sorted((Path(__file__).resolve().parents[2] / "data" / "bad_specs").glob("*.yaml"))
 

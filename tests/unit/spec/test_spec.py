@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tune_service.errors import SpecError
-from tune_service.spec.sweep import load_spec, parse_override
+from tune_service.spec import load_spec, parse_override
 from tune_service.spec.training import DEFAULT_PROFILE_STEPS, DDPSettings, TrainingSettings
 
 ROOT = Path(__file__).resolve().parents[3]

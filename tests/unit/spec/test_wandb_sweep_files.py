@@ -9,7 +9,7 @@ import pytest
 
 from tune_service import cli
 from tune_service.search import spaces
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 
 SWEEP_FILES = sorted((Path(__file__).resolve().parents[2] / "data" / "wandb_sweeps").glob("*.yaml"))
 

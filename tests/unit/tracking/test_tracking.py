@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from ray.tune import Callback
 
 from tune_service.experiment.callbacks import DriverCallback
-from tune_service.spec.sweep import load_spec
+from tune_service.spec import load_spec
 from tune_service.tracking.wandb import run_id, run_name, trial_metrics, trial_number
 from tune_service.spec.wandb import WandbSettings, resolve_mode
 

@@ -1,0 +1,291 @@
+"""Checking a raw spec document and building the frozen :class:`~tune_service.spec.sweep.SweepSpec`.
+
+One function per section of the document, each reporting its problems through a
+:class:`~tune_service.spec.rules.Checker` and returning its typed section (the section's defaults come
+from its dataclass: a default is stated once). Every problem of a file is found in one pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import fields
+from typing import Any
+
+from tune_service.errors import SpecError
+from tune_service.spec.parameters import ParameterSpec, parse_parameters
+from tune_service.spec.rules import Checker
+from tune_service.spec.sweep import (
+    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec,
+    MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
+)
+from tune_service.spec.training import (
+    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, DDPSettings, TrainingSettings,
+)
+from tune_service.spec.wandb import MODES as WANDB_MODES
+from tune_service.spec.wandb import WandbSettings
+
+_TOP_LEVEL_KEYS = (
+    "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
+    "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution",
+    *WANDB_AGENT_KEYS,
+)
+_EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
+_TRAINING_KEYS = (
+    "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
+    "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
+)
+_WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
+_DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
+
+
+def validate(raw: dict, default_name: str) -> SweepSpec:
+    """The spec that ``raw`` (a parsed document, overrides applied) describes.
+
+    Raises:
+        SpecError: with every problem found, each naming its dotted path, the rule and the value.
+    """
+    check = Checker()
+    check.unknown_keys("", raw, _TOP_LEVEL_KEYS)
+    for key in WANDB_AGENT_KEYS:
+        if key in raw:
+            check.note(f"{key}: read but not run; tune-service trains the spec's `task` instead")
+
+    name = check.string("name", raw.get("name", default_name))
+    description = check.string("description", raw.get("description", ""))
+    method = check.choice("method", raw.get("method", "random"), METHODS)
+    metric = _metric(check, raw.get("metric", {}))
+    parameters = _parameters(check, raw.get("parameters"))
+    task = _task(check, raw.get("task", "digits"))
+    scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method),
+                           method)
+    resources = _resources(check, raw.get("resources", {}))
+    training = _training(check, raw.get("training", {}), resources)
+    seed = check.integer("seed", raw.get("seed", 0), minimum=0)
+    wandb = _wandb(check, raw.get("wandb", {}), raw)
+    run_cap = _run_cap(check, raw.get("run_cap"), method)
+    failure = _failure(check, raw.get("failure", {}))
+    execution = _execution(check, raw.get("execution", {}))
+    if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
+        check.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
+                                 f"`distribution`), got only constants; use method random or grid")
+
+    if check.problems:
+        raise SpecError(check.problems)
+    return SweepSpec(
+        name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters, task=task,
+        scheduler=scheduler, resources=resources, training=training, seed=seed, description=description,
+        wandb=wandb, failure=failure, execution=execution, notes=tuple(check.notes), source=copy.deepcopy(raw),
+    )
+
+
+def _metric(check: Checker, raw: Any) -> MetricSpec:
+    d = MetricSpec()
+    if not isinstance(raw, dict):
+        check.fail("metric", f"must be a mapping with name and goal, got {raw!r}")
+        return d
+    check.unknown_keys("metric", raw, ("name", "goal", "target"))
+    name = check.string("metric.name", raw.get("name", d.name))
+    goal = check.choice("metric.goal", raw.get("goal", d.goal), GOALS)
+    target = check.number("metric.target", raw["target"]) if "target" in raw else None
+    return MetricSpec(name=name, goal=goal, target=target)
+
+def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> Any:
+    """W&B's ``early_terminate: {type: hyperband, ...}`` as our scheduler keys, merged into ``scheduler``.
+
+    ``min_iter`` (or ``max_iter / eta**s``) is the first rung, so ASHA's ``grace_period``; ``eta`` its
+    ``reduction_factor``; ``max_iter`` the epoch budget ``max_t`` unless ``scheduler.max_t`` is given.
+    A key that both blocks set is refused rather than one silently winning.
+    """
+    if raw is None:
+        return scheduler
+    if not isinstance(raw, dict):
+        check.fail("early_terminate", f"must be a mapping such as {{type: hyperband, min_iter: 3}}, got {raw!r}")
+        return scheduler
+    if check.unknown_keys("early_terminate", raw, _EARLY_TERMINATE_KEYS):
+        return scheduler
+    check.choice("early_terminate.type", raw.get("type"), ("hyperband",))
+    eta = check.number("early_terminate.eta", raw.get("eta", 3))
+    keys: dict[str, Any] = {"type": "hyperband" if method == "bohb" else "asha"}
+    if eta is not None:
+        keys["reduction_factor"] = eta
+    if "min_iter" in raw:
+        keys["grace_period"] = check.integer("early_terminate.min_iter", raw["min_iter"], minimum=1)
+    elif "max_iter" in raw and "s" in raw:
+        max_iter = check.integer("early_terminate.max_iter", raw["max_iter"], minimum=1)
+        steps = check.integer("early_terminate.s", raw["s"], minimum=0)
+        if eta is not None and eta > 1:
+            keys["grace_period"] = max(1, int(round(max_iter / eta ** steps)))
+    else:
+        check.fail("early_terminate", "hyperband needs min_iter, or max_iter and s")
+    if "max_iter" in raw:
+        keys["max_t"] = raw["max_iter"]
+    elif "grace_period" in keys and eta is not None and eta > 1:
+        # W&B's hyperband with only min_iter has no end: its brackets go on at min_iter * eta**k
+        # for as long as the program runs. Three of them give the epoch budget, unless
+        # scheduler.max_t sets it.
+        keys["max_t"] = int(math.ceil(keys["grace_period"] * eta ** 3 - 1e-9))
+    if method == "bohb":
+        keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
+    if "strict" in raw:
+        check.note("early_terminate.strict: read; ASHA's asynchronous rule decides which trials stop")
+    mapped = ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in keys.items())
+    check.note(f"early_terminate: W&B hyperband read as scheduler {{{mapped}}}")
+    if scheduler is None:
+        return keys
+    if not isinstance(scheduler, dict):
+        return scheduler  # _scheduler reports it
+    for key, value in keys.items():
+        if key in scheduler and scheduler[key] != value and not (key == "max_t"):
+            check.fail(f"scheduler.{key}", f"conflicts with early_terminate (which sets it to {value!r}), "
+                                          f"got {scheduler[key]!r}; give it in one place")
+    return {**keys, **scheduler}
+
+def _task(check: Checker, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        check.fail("task", f"must be a built-in task name or 'package.module:attr', got {raw!r}")
+        return ""
+    return raw.strip()
+
+def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
+    if raw is None:
+        return None if method == "grid" else DEFAULT_RUN_CAP
+    return check.integer("run_cap", raw, minimum=1)
+
+def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
+    d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
+    if raw is None:
+        raw = {}
+    if not check.mapping("scheduler", raw):
+        return d
+    check.unknown_keys("scheduler", raw, tuple(f.name for f in fields(SchedulerSpec)))
+    kind = check.choice("scheduler.type", raw.get("type", d.type), SCHEDULERS)
+    if method == "bohb" and kind != "hyperband":
+        check.fail("scheduler.type", f"must be hyperband when method is bohb (BOHB's brackets need "
+                                    f"HyperBand-for-BOHB), got {kind!r}")
+    max_t = check.integer("scheduler.max_t", raw.get("max_t", d.max_t), minimum=1)
+    grace = check.integer("scheduler.grace_period", raw.get("grace_period", d.grace_period), minimum=1)
+    if max_t >= 1 and grace > max_t:  # an invalid max_t is reported once, above
+        check.fail("scheduler.grace_period", f"must be <= scheduler.max_t ({max_t}), got {grace}")
+    eta = check.at_least("scheduler.reduction_factor", check.number("scheduler.reduction_factor",
+                         raw.get("reduction_factor", d.reduction_factor)), 1, strictly=True)
+    return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor)
+
+def _failure(check: Checker, raw: Any) -> FailureSpec:
+    d = FailureSpec()
+    if not check.mapping("failure", raw, "{max_failures: 2}"):
+        return d
+    check.unknown_keys("failure", raw, ("max_failures",))
+    return FailureSpec(max_failures=check.integer("failure.max_failures", raw.get("max_failures", d.max_failures),
+                                                  minimum=0))
+
+def _execution(check: Checker, raw: Any) -> ExecutionSpec:
+    defaults = ExecutionSpec()
+    if not check.mapping("execution", raw, "{gangs: warm}"):
+        return defaults
+    check.unknown_keys("execution", raw, tuple(f.name for f in fields(ExecutionSpec)))
+    gangs = check.choice("execution.gangs", raw.get("gangs", defaults.gangs), GANG_MODES)
+    recycle = check.integer("execution.recycle_after_trials",
+                        raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
+    positive = {}
+    for key in ("max_memory_growth_mib", "collective_timeout_s"):
+        value = check.at_least(f"execution.{key}", check.number(f"execution.{key}", raw.get(key, getattr(defaults, key))),
+                               0, strictly=True)
+        positive[key] = value if value is not None else getattr(defaults, key)
+    return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
+
+def _resources(check: Checker, raw: Any) -> ResourceSpec:
+    d = ResourceSpec()
+    if not check.mapping("resources", raw):
+        return d
+    check.unknown_keys("resources", raw, tuple(f.name for f in fields(ResourceSpec)))
+    workers = check.integer("resources.workers", raw.get("workers", d.workers), minimum=1)
+    cpus = check.at_least("resources.cpus_per_worker",
+                          check.number("resources.cpus_per_worker", raw.get("cpus_per_worker", d.cpus_per_worker)),
+                          0, strictly=True)
+    gpus = check.at_least("resources.gpus_per_worker",
+                          check.number("resources.gpus_per_worker", raw.get("gpus_per_worker", d.gpus_per_worker)), 0)
+    return ResourceSpec(workers=workers, cpus_per_worker=cpus or d.cpus_per_worker,
+                        gpus_per_worker=gpus or d.gpus_per_worker)
+
+def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSettings:
+    if not isinstance(raw, dict):
+        check.fail("training", f"must be a mapping, got {raw!r}")
+        return TrainingSettings()
+    check.unknown_keys("training", raw, _TRAINING_KEYS)
+    d = TrainingSettings()
+    get = raw.get
+    precision = check.choice("training.precision", get("precision", d.precision), PRECISIONS)
+    scope = check.choice("training.batch_size_scope", get("batch_size_scope", d.batch_size_scope), BATCH_SIZE_SCOPES)
+    accum = check.integer("training.grad_accum_steps", get("grad_accum_steps", d.grad_accum_steps), minimum=1)
+    lr_scaling = check.choice("training.lr_scaling", get("lr_scaling", d.lr_scaling), LR_SCALINGS)
+    warmup = check.number("training.warmup_epochs", get("warmup_epochs", d.warmup_epochs))
+    if warmup is not None and warmup < 0:
+        check.fail("training.warmup_epochs", f"must be >= 0, got {warmup}")
+    sync_bn = check.boolean("training.sync_batchnorm", get("sync_batchnorm", d.sync_batchnorm), allow_auto=True)
+    if sync_bn is True and resources.gpus_per_worker == 0:
+        check.fail("training.sync_batchnorm", "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
+                                             "resources.gpus_per_worker is 0), got true; use auto or false")
+    workers = get("num_workers", d.num_workers)
+    if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        check.fail("training.num_workers", f"must be auto or an integer >= 0, got {workers!r}")
+        workers = AUTO
+    pin = check.boolean("training.pin_memory", get("pin_memory", d.pin_memory), allow_auto=True)
+    profile = get("profile", False)
+    if isinstance(profile, bool):
+        profile_steps = DEFAULT_PROFILE_STEPS if profile else 0
+    else:
+        profile_steps = check.integer("training.profile", profile, minimum=0)
+    return TrainingSettings(
+        precision=precision, batch_size_scope=scope, grad_accum_steps=accum, lr_scaling=lr_scaling,
+        warmup_epochs=warmup or 0, sync_batchnorm=sync_bn, num_workers=workers, pin_memory=pin,
+        compile=check.boolean("training.compile", get("compile", d.compile)),
+        deterministic=check.boolean("training.deterministic", get("deterministic", d.deterministic)),
+        profile_steps=profile_steps,
+        oom_retry=check.boolean("training.oom_retry", get("oom_retry", d.oom_retry)),
+        checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
+        ddp=_ddp(check, get("ddp", {})),
+    )
+
+def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
+    """The ``wandb`` block; W&B sweep files' top-level ``project`` and ``entity`` count as its own."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        check.fail("wandb", f"must be a mapping, got {raw!r}")
+        return WandbSettings()
+    check.unknown_keys("wandb", raw, _WANDB_KEYS)
+    d = WandbSettings()
+    names = {}
+    for key in ("project", "entity", "group"):
+        value = raw.get(key, top.get(key) if key != "group" else None)
+        names[key] = None if value is None else (check.string(f"wandb.{key}", value) or None)
+    tags = raw.get("tags", [])
+    if isinstance(tags, str):
+        tags = [tags]
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        check.fail("wandb.tags", f"must be a list of non-empty strings, got {raw.get('tags')!r}")
+        tags = []
+    timeout = check.number("wandb.init_timeout", raw.get("init_timeout", d.init_timeout))
+    if timeout is not None and timeout <= 0:
+        check.fail("wandb.init_timeout", f"must be > 0 seconds, got {timeout}")
+    return WandbSettings(
+        **names, tags=tuple(tags), mode=check.choice("wandb.mode", raw.get("mode", d.mode), WANDB_MODES),
+        log_checkpoints=check.boolean("wandb.log_checkpoints", raw.get("log_checkpoints", d.log_checkpoints)),
+        init_timeout=float(timeout or d.init_timeout),
+    )
+
+def _ddp(check: Checker, raw: Any) -> DDPSettings:
+    if not isinstance(raw, dict):
+        check.fail("training.ddp", f"must be a mapping, got {raw!r}")
+        return DDPSettings()
+    check.unknown_keys("training.ddp", raw, _DDP_KEYS)
+    d = DDPSettings()
+    bucket = check.number("training.ddp.bucket_cap_mb", raw.get("bucket_cap_mb", d.bucket_cap_mb))
+    if bucket is not None and bucket <= 0:
+        check.fail("training.ddp.bucket_cap_mb", f"must be > 0, got {bucket}")
+    flags = {key: check.boolean(f"training.ddp.{key}", raw.get(key, getattr(d, key))) for key in _DDP_KEYS[1:]}
+    return DDPSettings(bucket_cap_mb=bucket or d.bucket_cap_mb, **flags)
+
+def _parameters(check: Checker, raw: Any) -> tuple[ParameterSpec, ...]:
+    return parse_parameters(raw, check.fail, check.note, check.number)
