@@ -38,7 +38,6 @@ _POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 DRIVER_RESOURCES = {"cpu": 0, "memory": 2**20}
 
 
-
 def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> dict[str, Any]:
     """One metrics dict from every rank's report: numbers are averaged over the ranks, anything else is
     rank 0's, and ``epoch`` is filled in (the report's 1-based index) when the task does not report it.

@@ -96,7 +96,6 @@ class SweepPlan:
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
 
-
     def _describe_execution(self) -> str:
         e = self.spec.execution
         if self.warm_gangs:

@@ -13,7 +13,8 @@ from dataclasses import fields
 from typing import Any
 
 from tune_service.errors import SpecError
-from tune_service.spec.parameters import ParameterSpec, parse_parameters
+from tune_service.spec.parameter_reading import read_parameters
+from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
     DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec,
@@ -90,6 +91,7 @@ def _metric(check: Checker, raw: Any) -> MetricSpec:
     target = check.number("metric.target", raw["target"]) if "target" in raw else None
     return MetricSpec(name=name, goal=goal, target=target)
 
+
 def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> Any:
     """W&B's ``early_terminate: {type: hyperband, ...}`` as our scheduler keys, merged into ``scheduler``.
 
@@ -138,8 +140,9 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> A
     for key, value in keys.items():
         if key in scheduler and scheduler[key] != value and not (key == "max_t"):
             check.fail(f"scheduler.{key}", f"conflicts with early_terminate (which sets it to {value!r}), "
-                                          f"got {scheduler[key]!r}; give it in one place")
+                       f"got {scheduler[key]!r}; give it in one place")
     return {**keys, **scheduler}
+
 
 def _task(check: Checker, raw: Any) -> str:
     if not isinstance(raw, str) or not raw.strip():
@@ -147,10 +150,12 @@ def _task(check: Checker, raw: Any) -> str:
         return ""
     return raw.strip()
 
+
 def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
     if raw is None:
         return None if method == "grid" else DEFAULT_RUN_CAP
     return check.integer("run_cap", raw, minimum=1)
+
 
 def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
     d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
@@ -162,7 +167,7 @@ def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
     kind = check.choice("scheduler.type", raw.get("type", d.type), SCHEDULERS)
     if method == "bohb" and kind != "hyperband":
         check.fail("scheduler.type", f"must be hyperband when method is bohb (BOHB's brackets need "
-                                    f"HyperBand-for-BOHB), got {kind!r}")
+                   f"HyperBand-for-BOHB), got {kind!r}")
     max_t = check.integer("scheduler.max_t", raw.get("max_t", d.max_t), minimum=1)
     grace = check.integer("scheduler.grace_period", raw.get("grace_period", d.grace_period), minimum=1)
     if max_t >= 1 and grace > max_t:  # an invalid max_t is reported once, above
@@ -170,6 +175,7 @@ def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
     eta = check.at_least("scheduler.reduction_factor", check.number("scheduler.reduction_factor",
                          raw.get("reduction_factor", d.reduction_factor)), 1, strictly=True)
     return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor)
+
 
 def _failure(check: Checker, raw: Any) -> FailureSpec:
     d = FailureSpec()
@@ -179,6 +185,7 @@ def _failure(check: Checker, raw: Any) -> FailureSpec:
     return FailureSpec(max_failures=check.integer("failure.max_failures", raw.get("max_failures", d.max_failures),
                                                   minimum=0))
 
+
 def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     defaults = ExecutionSpec()
     if not check.mapping("execution", raw, "{gangs: warm}"):
@@ -186,13 +193,14 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     check.unknown_keys("execution", raw, tuple(f.name for f in fields(ExecutionSpec)))
     gangs = check.choice("execution.gangs", raw.get("gangs", defaults.gangs), GANG_MODES)
     recycle = check.integer("execution.recycle_after_trials",
-                        raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
+                            raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
     positive = {}
     for key in ("max_memory_growth_mib", "collective_timeout_s"):
         value = check.at_least(f"execution.{key}", check.number(f"execution.{key}", raw.get(key, getattr(defaults, key))),
                                0, strictly=True)
         positive[key] = value if value is not None else getattr(defaults, key)
     return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
+
 
 def _resources(check: Checker, raw: Any) -> ResourceSpec:
     d = ResourceSpec()
@@ -207,6 +215,7 @@ def _resources(check: Checker, raw: Any) -> ResourceSpec:
                           check.number("resources.gpus_per_worker", raw.get("gpus_per_worker", d.gpus_per_worker)), 0)
     return ResourceSpec(workers=workers, cpus_per_worker=cpus or d.cpus_per_worker,
                         gpus_per_worker=gpus or d.gpus_per_worker)
+
 
 def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSettings:
     if not isinstance(raw, dict):
@@ -225,7 +234,7 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
     sync_bn = check.boolean("training.sync_batchnorm", get("sync_batchnorm", d.sync_batchnorm), allow_auto=True)
     if sync_bn is True and resources.gpus_per_worker == 0:
         check.fail("training.sync_batchnorm", "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
-                                             "resources.gpus_per_worker is 0), got true; use auto or false")
+                   "resources.gpus_per_worker is 0), got true; use auto or false")
     workers = get("num_workers", d.num_workers)
     if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         check.fail("training.num_workers", f"must be auto or an integer >= 0, got {workers!r}")
@@ -246,6 +255,7 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
         checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
         ddp=_ddp(check, get("ddp", {})),
     )
+
 
 def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
     """The ``wandb`` block; W&B sweep files' top-level ``project`` and ``entity`` count as its own."""
@@ -275,6 +285,7 @@ def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
         init_timeout=float(timeout or d.init_timeout),
     )
 
+
 def _ddp(check: Checker, raw: Any) -> DDPSettings:
     if not isinstance(raw, dict):
         check.fail("training.ddp", f"must be a mapping, got {raw!r}")
@@ -287,5 +298,6 @@ def _ddp(check: Checker, raw: Any) -> DDPSettings:
     flags = {key: check.boolean(f"training.ddp.{key}", raw.get(key, getattr(d, key))) for key in _DDP_KEYS[1:]}
     return DDPSettings(bucket_cap_mb=bucket or d.bucket_cap_mb, **flags)
 
+
 def _parameters(check: Checker, raw: Any) -> tuple[ParameterSpec, ...]:
-    return parse_parameters(raw, check.fail, check.note, check.number)
+    return read_parameters(check, raw)

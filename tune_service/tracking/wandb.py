@@ -218,7 +218,7 @@ class WandbTracker(DriverCallback):
         if not state.described:  # what the trial chose at run time (precision auto -> bf16, ...)
             state.described = True
             settings = {k: result[k] for k in ("precision", "world_size", "global_batch", "batch_per_rank",
-                                                "grad_accum_steps") if k in result}
+                                               "grad_accum_steps") if k in result}
 
         def write() -> None:
             if settings:
@@ -333,7 +333,6 @@ def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike
                         metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
                         key_parameters=[p.name for p in spec.parameters if p.is_searched],
                         trial_config=trial_config)
-
 
 
 def _error_line(trial: Any) -> str:
