@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tune_service
-from tune_service.tracking.wandb import run_id
+from tune_service.tracking.naming import run_id
 from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]

@@ -12,7 +12,7 @@ import yaml
 
 import tune_service
 from tune_service import cli
-from tune_service.tracking.wandb import run_id
+from tune_service.tracking.naming import run_id
 from tune_service.experiment.checkpoints import checkpointed_report
 from driver_process import signal_driver_when
 from wandb_files import offline_runs
@@ -88,7 +88,7 @@ def test_a_sweep_arrives_in_wandb_as_one_run_per_trial_and_a_summary(ray_cluster
 def test_wandb_failing_at_init_warns_and_the_sweep_goes_on(ray_cluster, tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("WANDB_MODE")
     monkeypatch.setenv("WANDB_API_KEY", "bad")  # wandb refuses it at init, before any network
-    with caplog.at_level(logging.WARNING, logger="tune_service.tracking.wandb"):
+    with caplog.at_level(logging.WARNING, logger="tune_service.tracking"):
         result = tune_service.run(ROOT / "search_spaces" / "quickstart.yaml", storage=tmp_path, name="failing",
                                   run_cap=2, overrides={"scheduler.max_t": 1, "wandb.mode": "online"}, verbose=0)
     assert [t.status for t in result.trials] == ["completed", "completed"]

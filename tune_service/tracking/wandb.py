@@ -16,114 +16,34 @@ Mode ``auto`` (the default): ``WANDB_MODE`` if set, else online with an API key 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
-import queue
-import re
-import threading
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
 
 from tune_service.experiment.callbacks import DriverCallback
-from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.redaction import redact, redact_text
-from tune_service.results.sweep_result import TUNE_KEYS, one_line_error
-from tune_service.spec.configs import flatten, plain
+from tune_service.results.sweep_result import one_line_error
+from tune_service.spec.configs import plain
 from tune_service.spec.wandb import WandbSettings, resolve_mode
+from tune_service.tracking.artifacts import model_artifact
+from tune_service.tracking.naming import SUMMARY_RUN, run_id, run_name, trial_metrics, trial_number, trials_table
+from tune_service.tracking.writer import OrderedWriter
 
-log = logging.getLogger("tune_service.tracking.wandb")
+log = logging.getLogger("tune_service.tracking")
 
-SUMMARY_RUN = "summary"
 #: How long the end of a sweep waits for wandb to write what is queued.
 CLOSE_TIMEOUT_S = 120.0
-
-
-def run_id(experiment: str, trial_id: str) -> str:
-    """The wandb run id of ``trial_id`` in ``experiment``: the same every time, a valid wandb id."""
-    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", experiment).strip("-")
-    if slug != experiment or len(slug) > 40:  # keep it unique when the name had to be shortened
-        slug = f"{slug[:31]}-{hashlib.sha1(experiment.encode()).hexdigest()[:8]}"
-    return f"{slug}-{trial_id}"
-
-
-def trial_number(trial: Any) -> int | None:
-    """The trial's number in the sweep (1, 2, ...): Tune's experiment tag starts with it (``3_lr=0.01``)."""
-    head = str(getattr(trial, "experiment_tag", "") or "").split("_", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def run_name(number: int | None, trial_id: str, config: Mapping[str, Any], key_parameters: list[str]) -> str:
-    """A readable run name: the trial's number and its key parameters, e.g. ``#003 lr=0.003 model=cnn``."""
-    head = f"#{number:03d}" if number is not None else trial_id
-    values = [f"{name}={_short(_lookup(config, name))}" for name in key_parameters[:4]
-              if _lookup(config, name) is not None]
-    return " ".join([head, *values])
-
-
-def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
-    value: Any = config
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return config.get(dotted) if isinstance(config, Mapping) else None
-        value = value[part]
-    return value
-
-
-def _short(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def trial_metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    """The numeric metrics of a Tune result (Tune's bookkeeping and text values left out)."""
-    return {k: v for k, v in result.items()
-            if k not in TUNE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _is_better(value: float, best: float | None, mode: str) -> bool:
     if not math.isfinite(value):
         return False
     return best is None or (value < best if mode == "min" else value > best)
-
-
-class _Writer:
-    """One thread that runs wandb calls in order. A call that raises marks its run as broken: one
-    warning, and the run's later calls are skipped."""
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue = queue.Queue()
-        self._broken: set[str] = set()
-        self._thread = threading.Thread(target=self._work, name="tune-service-wandb", daemon=True)
-        self._thread.start()
-
-    def submit(self, key: str, action: str, call: Callable[[], None]) -> None:
-        self._queue.put((key, action, call))
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            key, action, call = item
-            if key in self._broken:
-                continue
-            try:
-                call()
-            except BaseException as error:  # noqa: BLE001 - wandb may raise anything; the sweep goes on
-                self._broken.add(key)
-                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                log.warning("wandb: %s of run %s failed (%s: %s); the sweep goes on without this run",
-                            action, key, type(error).__name__, redact_text(reason)[:300])
-
-    def close(self, timeout: float) -> bool:
-        """Wait for the queued calls; False if they did not finish within ``timeout`` seconds."""
-        self._queue.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 @dataclass
@@ -159,7 +79,7 @@ class WandbTracker(DriverCallback):
         self.metric, self.metric_mode, self.max_t = metric, metric_mode, max_t
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
-        self._writer = _Writer()
+        self._writer = OrderedWriter()
 
     @property
     def runs_dir(self) -> Path:
@@ -252,21 +172,7 @@ class WandbTracker(DriverCallback):
             if status == "stopped":
                 run.tags = tuple(run.tags or ()) + ("stopped-early",)
             if checkpoint is not None:
-                import wandb
-
-                artifact = wandb.Artifact(f"model-{state.run_id}", type="model",
-                                          metadata={"epoch": epochs, "trial_id": trial.trial_id})
-                if os.path.isdir(checkpoint):  # the model's files; the report beside them is ours
-                    for entry in sorted(os.scandir(checkpoint), key=lambda e: e.name):
-                        if entry.name == CHECKPOINT_REPORT_FILE:
-                            continue
-                        if entry.is_dir():
-                            artifact.add_dir(entry.path, name=entry.name)
-                        else:
-                            artifact.add_file(entry.path, name=entry.name)
-                else:  # on storage the driver cannot read as files (s3://...): a reference to it
-                    artifact.add_reference(checkpoint)
-                run.log_artifact(artifact)
+                run.log_artifact(model_artifact(state.run_id, checkpoint, epochs, trial.trial_id))
             run.finish(exit_code=1 if status == "failed" else 0)  # failed runs show as failed in wandb
 
         self._writer.submit(state.run_id, "finish", finish)
@@ -277,15 +183,10 @@ class WandbTracker(DriverCallback):
         """The sweep's summary run: a table of every trial (config, final metrics, status, epochs) and
         the best config, for parallel-coordinates and parameter-importance panels."""
         summary_id = run_id(self.experiment, SUMMARY_RUN)
-        trials = list(outcome.trials)
-        config_keys = sorted({k for t in trials for k in flatten(t.config)})
-        metric_keys = sorted({k for t in trials for k, v in t.metrics.items() if isinstance(v, (int, float))})
-        columns = ["trial_id", "status", "epochs", *config_keys, *metric_keys]
-        rows = [[t.trial_id, t.status, t.epochs, *(flatten(redact(t.config)).get(k) for k in config_keys),
-                 *(t.metrics.get(k) for k in metric_keys)] for t in trials]
+        columns, rows = trials_table(outcome.trials)
         best = outcome.best
-        counts = {s: sum(t.status == s for t in trials) for s in ("completed", "stopped", "failed")}
-        config = {"metric": outcome.metric, "mode": outcome.mode, "trials": len(trials)}
+        counts = {s: sum(t.status == s for t in outcome.trials) for s in ("completed", "stopped", "failed")}
+        config = {"metric": outcome.metric, "mode": outcome.mode, "trials": len(outcome.trials)}
 
         def write() -> None:
             import wandb
