@@ -17,11 +17,11 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import Subset, TensorDataset
 
+from tune_service.spec.training import DDPSettings
 from tune_service.tasks import ResolvedTask
 from tune_service.tasks.digits import Digits
 from tune_service.training import LocalContext, TrainingSettings, fit
 from tune_service.training.loop import TrialConfig
-from tune_service.spec.training import DDPSettings
 from tune_service.training.wrapping import prepare_model
 
 #: An odd number of validation images: the two ranks' shards differ in size (180 and 179).

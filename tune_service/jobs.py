@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tune_service.results import sweep_result as results
 from tune_service.errors import TuneServiceError
+from tune_service.results import sweep_result as results
 from tune_service.spec import SweepSpec, load_spec
 
 #: The Jobs API of a Ray cluster started on this machine (``ray start --head``).

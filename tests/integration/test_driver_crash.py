@@ -12,8 +12,8 @@ import yaml
 
 import tune_service
 from tune_service import cli
-from tune_service.tasks.digits import load_digits_tensors
 from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.tasks.digits import load_digits_tensors
 from driver_process import command_line, signal_driver_when, still_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

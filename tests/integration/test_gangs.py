@@ -12,8 +12,8 @@ import pytest
 
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
 from tune_service.spec import ExecutionSpec, ResourceSpec
-from tune_service.tasks import resolve_task
 from tune_service.spec.training import TrainingSettings
+from tune_service.tasks import resolve_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -12,8 +12,8 @@ import yaml
 
 import tune_service
 from tune_service import cli
-from tune_service.tracking.naming import run_id
 from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.tracking.naming import run_id
 from driver_process import signal_driver_when
 from wandb_files import offline_runs
 

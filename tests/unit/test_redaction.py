@@ -8,8 +8,8 @@ import pickle
 import pytest
 import yaml
 
-from tune_service.results import sweep_result as results
 from tune_service.errors import SpecError
+from tune_service.results import sweep_result as results
 from tune_service.redaction import (
     REDACTED, Fingerprints, RedactedError, environment_secrets, looks_secret, redact, redact_text,
     redacted_errors, refuse_secrets_in_spec,

@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tune_service import redaction
-from tune_service.results import sweep_result as results
-from tune_service.search import registry
 from tune_service.errors import TuneServiceError
-from tune_service.experiment import layout
+from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
-from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.execution.plan import SweepPlan, plan_sweep
 from tune_service.execution.resources import from_ray
-from tune_service.spec import SweepSpec, load_spec
-from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.sweep_trial import SweepTrial
+from tune_service.execution.warm_trial import WarmTrial, trial_resources
+from tune_service.experiment import layout
+from tune_service.results import sweep_result as results
+from tune_service.search import registry
+from tune_service.spec import SweepSpec, load_spec
 
 DEFAULT_STORAGE = "experiments"
 

@@ -20,8 +20,8 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.experiment.checkpoints import TRAIN_RUN_NAME, checkpointed_report, trial_storage
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.redaction import scrubbing
-from tune_service.spec.configs import plain
 from tune_service.spec import ResourceSpec
+from tune_service.spec.configs import plain
 from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory

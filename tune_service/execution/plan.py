@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from tune_service.search import registry
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
+from tune_service.search import registry
 from tune_service.search.schedule import Schedule, expected_schedule
 from tune_service.spec import SweepSpec
-from tune_service.tasks import ResolvedTask, Task, resolve_task
-from tune_service.spec.wandb import resolve_mode
 from tune_service.spec.training import TrainingSettings
+from tune_service.spec.wandb import resolve_mode
+from tune_service.tasks import ResolvedTask, Task, resolve_task
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler
 
-from tune_service.experiment.layout import TIME_ATTR
 from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.experiment.layout import TIME_ATTR
 from tune_service.experiment.layout import read_trial_results, trial_results_files
 
 

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from ray.tune.search import Searcher
 
-from tune_service.spec.parameters import ParameterSpec
 from tune_service.search.spaces import Decoder, grid_points, sample_flat
+from tune_service.spec.parameters import ParameterSpec
 
 
 class _Unguided(Searcher):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from tune_service.training.distributed import RankInfo
 from tune_service.spec.training import AUTO, TrainingSettings
+from tune_service.training.distributed import RankInfo
 
 #: The posts' rule of thumb for DataLoader workers per GPU.
 WORKERS_PER_GPU = 4

@@ -31,12 +31,12 @@ from tune_service.training.data import RankLoaders, build_loaders, loader_settin
 from tune_service.training.distributed import (
     RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, seed_everything,
 )
+from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_finite_losses
 from tune_service.training.oom import is_out_of_memory, out_of_memory_error, release_memory
 from tune_service.training.optim import LearningRate, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.profiling import StepProfiler
-from tune_service.spec.training import TrainingSettings
 from tune_service.training.wrapping import PreparedModel, prepare_model
 
 

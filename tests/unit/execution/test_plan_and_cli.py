@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tune_service import cli
-from tune_service.execution.driver import build_tuner
 from tune_service.errors import TaskError
+from tune_service.execution.driver import build_tuner
 from tune_service.execution.plan import make_plan
 from tune_service.execution.resources import ClusterResources
 from tune_service.spec import load_spec

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tune_service.search import spaces
-from tune_service.spec import configs
 from tune_service.errors import SpecError
+from tune_service.search import spaces
 from tune_service.search.searchers import GridSearch, RandomSearch
+from tune_service.spec import configs
 from tune_service.spec import load_spec
 
 N = 4000
