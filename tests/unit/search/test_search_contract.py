@@ -6,13 +6,17 @@ Each suggestion is a whole trial config in the spec's domain; a searcher saved m
 into a new one goes on exactly as the original would (the next suggestions are equal), so a resumed
 sweep neither repeats nor skips a configuration.
 
-Schedulers: FIFO and ASHA as the spec builds them; every result gets a decision Tune knows, and a
-scheduler rebuilt from what the trials reported (a resume) decides the next result as the original
-does. HyperBand pauses and resumes trials through Tune's controller, so it is driven on a real Ray
-(tests/integration: its brackets across a driver's SIGKILL).
+Schedulers: FIFO, ASHA and HyperBand (for random search and for BOHB) as the spec builds them; every
+result gets a decision Tune knows. FIFO and ASHA: a scheduler rebuilt from what the trials reported (a
+resume) decides the next result as the original does. HyperBand pauses and resumes trials through
+Tune's controller: it runs here in a simulated loop of Tune's and trains exactly the trial-epochs the
+plan (``--dry-run``) expects; its rebuilt brackets across a driver's SIGKILL are tested on a real Ray
+(tests/integration).
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from ray.tune.experiment import Trial
@@ -21,6 +25,7 @@ from ray.tune.search import Searcher
 
 from tune_service.search import registry
 from tune_service.search.replay import RecordedTrial
+from tune_service.search.schedule import expected_schedule
 from tune_service.spec import load_spec
 
 METRIC = "val_loss"
@@ -92,7 +97,7 @@ def test_grid_ends_after_its_points_and_the_cap():
 SCHEDULERS = {
     "fifo": {"type": "fifo", "max_t": 9},
     "asha": {"type": "asha", "max_t": 9, "grace_period": 1, "reduction_factor": 3},
-}  # HyperBand: see the module's docstring
+}  # HyperBand: test_hyperband_decides_every_result_and_follows_the_planned_schedule
 
 
 class Controller:
@@ -146,3 +151,63 @@ def test_a_scheduler_decides_every_result_and_a_rebuilt_one_decides_as_the_origi
     for trial in (*ended, sixth):
         rebuilt.on_trial_add(Controller(), trial)
     assert decide(rebuilt, sixth, 5) == decisions["t5"]
+
+
+class SimulatedController:
+    """The part of Tune's controller that HyperBand calls (the trials, stopping one, the searcher it
+    tells of pauses); :func:`play` runs Tune's loop around it, one trial at a time."""
+
+    def __init__(self, trials: list[Trial], scheduler: TrialScheduler):
+        self.trials, self.scheduler = trials, scheduler
+        self.search_alg = SimpleNamespace(searcher=SimpleNamespace(on_pause=lambda trial_id: None,
+                                                                   on_unpause=lambda trial_id: None))
+
+    def get_trials(self) -> list[Trial]:
+        return list(self.trials)
+
+    def stop_trial(self, trial: Trial) -> None:
+        """As Tune's: a paused or pending trial is removed from the scheduler, then ends."""
+        assert trial.status in (Trial.PAUSED, Trial.PENDING), trial.status  # HyperBand stops no other
+        self.scheduler.on_trial_remove(self, trial)
+        trial.status = Trial.TERMINATED
+
+
+def play(scheduler: TrialScheduler, trials: list[Trial], max_t: int) -> dict[str, list[str]]:
+    """Tune's loop: run the trial the scheduler chooses until it pauses, stops or reaches ``max_t``;
+    trial i's loss at epoch e is ``1 + i - e / 10`` (later trials worse). Each trial's decisions."""
+    controller = SimulatedController(trials, scheduler)
+    for trial in trials:
+        scheduler.on_trial_add(controller, trial)
+    decisions: dict[str, list[str]] = {t.trial_id: [] for t in trials}
+    for _ in range(10 * len(trials) * max_t):  # far more than any schedule needs
+        trial = scheduler.choose_trial_to_run(controller)
+        if trial is None:
+            break
+        trial.status = Trial.RUNNING
+        while trial.status == Trial.RUNNING:
+            epoch = len(decisions[trial.trial_id]) + 1
+            result = {METRIC: 1.0 + int(trial.trial_id[1:]) - epoch / 10, "epoch": epoch, "training_iteration": epoch}
+            decision = scheduler.on_trial_result(controller, trial, result)
+            decisions[trial.trial_id].append(decision)
+            if decision == TrialScheduler.PAUSE:
+                trial.status = Trial.PAUSED
+            elif decision == TrialScheduler.STOP or epoch == max_t or trial.status == Trial.TERMINATED:
+                trial.status = Trial.TERMINATED
+                scheduler.on_trial_complete(controller, trial, result)
+    assert all(t.status == Trial.TERMINATED for t in trials), {t.trial_id: t.status for t in trials}
+    return decisions
+
+
+@pytest.mark.parametrize("trials", [9, 12])
+@pytest.mark.parametrize("method", ["random", "bohb"])
+def test_hyperband_decides_every_result_and_follows_the_planned_schedule(method, trials):
+    spec, _, _ = build(method, {"type": "hyperband", "max_t": 9, "reduction_factor": 3})
+    scheduler = registry.build_scheduler(spec)
+    scheduler.set_search_properties(METRIC, "min")
+    decisions = play(scheduler, stub_trials(trials), max_t=9)
+    assert set(d for ds in decisions.values() for d in ds) <= {
+        TrialScheduler.CONTINUE, TrialScheduler.STOP, TrialScheduler.PAUSE}
+    epochs = {trial_id: len(ds) for trial_id, ds in decisions.items()}
+    planned = expected_schedule(spec.scheduler, trials, bohb=method == "bohb")
+    assert planned.exact and sum(epochs.values()) == planned.trial_epochs  # what --dry-run promised
+    assert min(epochs.values()) < 9 and epochs["t0"] == 9  # some are halved out; the best goes on
