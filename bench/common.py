@@ -248,6 +248,14 @@ class CpuSampler:
         return {k: sorted(v) for k, v in out.items()}
 
 
+def trial_seconds(experiment: Path) -> list[float]:
+    """Each trial's own wall time as Tune measured it (its function's start to its last report)."""
+    from tune_service.experiment.layout import read_trial_results, trial_results_files
+
+    reports = (read_trial_results(path) for path in trial_results_files(experiment))
+    return [float(rows[-1]["time_total_s"]) for rows in reports if rows]
+
+
 def median(values: list[float]) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None

@@ -22,6 +22,11 @@ import threading
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import trial_seconds  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "load_200.json"
 
@@ -106,16 +111,6 @@ def actors_by_class() -> dict[str, int]:
     for actor in actors:
         counts[actor.class_name] = counts.get(actor.class_name, 0) + 1
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
-
-
-def trial_seconds(experiment: Path) -> list[float]:
-    """Each trial's own wall time as Tune measured it (its function's start to its last report)."""
-    seconds = []
-    for path in experiment.glob("trial_*/result.json"):
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        if lines:
-            seconds.append(float(json.loads(lines[-1])["time_total_s"]))
-    return seconds
 
 
 def main() -> None:

@@ -121,6 +121,7 @@ def main() -> None:
     import ray
 
     import tune_service
+    from bench.common import trial_seconds
     from tune_service.execution.driver import init_ray
 
     spec = {
@@ -146,8 +147,7 @@ def main() -> None:
                 sampler.stop()
             finally:
                 ray.shutdown()
-        own_s = sorted(float(json.loads(p.read_text().splitlines()[-1])["time_total_s"])
-                       for p in experiment.glob("trial_*/result.json") if p.read_text().strip())
+        own_s = sorted(trial_seconds(experiment))
 
     samples, last = sampler.samples, args.trials - WINDOW
     memory = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tune_service.errors import TuneServiceError
+from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE
 from tune_service.jobs import DEFAULT_ADDRESS as DEFAULT_JOBS_ADDRESS
 
 EXIT_USAGE = 2
@@ -144,7 +145,8 @@ def _print_outcome(outcome, top: int = 10) -> None:
     print(outcome.leaderboard(top))
     if outcome.best is not None:
         print(f"\nbest {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
-    print(f"results: {outcome.experiment_dir}/summary.json, best config: {outcome.experiment_dir}/best_config.yaml")
+    directory = Path(outcome.experiment_dir)
+    print(f"results: {directory / SUMMARY_FILE}, best config: {directory / BEST_CONFIG_FILE}")
     wandb = outcome.extra.get("wandb")
     if wandb and wandb.get("mode") == "offline":
         print(f"wandb: runs saved offline; upload them with: wandb sync {wandb['dir']}/offline-run-*")

@@ -266,8 +266,9 @@ def _freeze_survivors() -> None:
     the modules trials import, the process group, the first data set) lives as long as the gang. The
     collection that ends each trial then looks at that trial's objects only: a full collection over
     torch's objects took ~80 ms, and with two ranks on two cores the collections at each trial's end
-    were most of the time between trials (0.7 s of Tune's 0.75 s per trial in a sweep of short trials). Frozen objects are still freed by reference counting; only a
-    frozen cycle that becomes garbage stays (the gang's memory bound rebuilds a gang that grows).
+    were most of the time between trials (0.7 s of Tune's 0.75 s per trial in a sweep of short trials).
+    Frozen objects are still freed by reference counting; only a frozen cycle that becomes garbage stays
+    (the gang's memory bound rebuilds a gang that grows).
     """
     gc.freeze()
 

@@ -81,7 +81,7 @@ def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict
     one by default): where a resumed attempt of the trial starts from. None before its first checkpoint.
 
     Both layouts are read: a fresh trial's Ray Train run (``ddp/``), and a warm trial's Tune checkpoints
-    (:mod:`tune_service.experiment.checkpoints`)."""
+    (:func:`newest_checkpoint`)."""
     if filesystem is None:
         from pyarrow.fs import LocalFileSystem
 

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from tune_service.errors import TuneServiceError
-from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, atomic_write
+from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, TRIAL_DIR_PREFIX, atomic_write
 from tune_service.redaction import redact, redact_text
 from tune_service.spec.configs import plain
 
@@ -122,7 +122,7 @@ def best_trial(trials, metric: str, mode: str) -> TrialRecord | None:
     return ranked[0] if ranked and _score(ranked[0], metric) is not None else None
 
 
-_TRIAL_ID = re.compile(r"^trial_([0-9a-f_]+)")
+_TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
 
 
 def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
