@@ -6,6 +6,9 @@ Public API::
     result = tune_service.run("search_spaces/quickstart.yaml", run_cap=4)
     result.best_config, result.best_metrics, result.trials
     tune_service.resume("experiments/quickstart-20261122-101500")   # finish an interrupted sweep
+    results = tune_service.load_results("experiments/quickstart-20261122-101500")  # finished or running
+    results.trials, results.history            # pandas DataFrames: one row per trial, per report
+    results.best, results.best_checkpoint, results.load_best_model(), results.best_spec("best.yaml")
     job = tune_service.submit("sweep.yaml", "http://HEAD:8265", storage="/shared/experiments")  # a Ray Job
     job.status(), job.logs(), job.wait(), job.stop(), job.results()
 
@@ -33,7 +36,8 @@ _EXPORTS = {
     "TrainingSettings": ("tune_service.spec.training", "TrainingSettings"),
     "make_plan": ("tune_service.execution.plan", "make_plan"),
     "SweepPlan": ("tune_service.execution.plan", "SweepPlan"),
-    "load_results": ("tune_service.results.sweep_result", "load"),
+    "load_results": ("tune_service.results.analysis", "load_results"),
+    "SweepResults": ("tune_service.results.analysis", "SweepResults"),
     "SweepResult": ("tune_service.results.sweep_result", "SweepResult"),
     "TrialRecord": ("tune_service.results.sweep_result", "TrialRecord"),
     "Task": ("tune_service.tasks.base", "Task"),
@@ -68,8 +72,8 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from tune_service.execution.driver import build_tuner, resume, run
     from tune_service.execution.plan import SweepPlan, make_plan
     from tune_service.jobs import SweepJob, attach, submit
+    from tune_service.results.analysis import SweepResults, load_results
     from tune_service.results.sweep_result import SweepResult, TrialRecord
-    from tune_service.results.sweep_result import load as load_results
     from tune_service.spec import SweepSpec, load_spec
     from tune_service.spec.training import TrainingSettings
     from tune_service.tasks.base import Task

@@ -1,96 +1,168 @@
 """``tune-run``: the command line. Thin: it parses arguments, calls the library, and turns a
-:class:`TuneServiceError` into ``error: ...`` lines on stderr and exit code 2 (a traceback only with
-``--debug``)."""
+:class:`TuneServiceError` into ``error: ...`` lines on stderr and the error's exit code (a traceback
+only with ``--debug``).
+
+``tune-run SPEC [flags]`` runs a sweep (the flags ``--dry-run`` and ``--resume DIR`` stay as they
+were); every other verb is a subcommand with its own ``--help``. Exit codes: :data:`EXIT_CODES`.
+Nothing heavy (torch, Ray, pandas) is imported before a command needs it, so ``--help`` is quick.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE
 from tune_service.jobs import DEFAULT_ADDRESS as DEFAULT_JOBS_ADDRESS
 
+EXIT_OK = 0
+EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
 EXIT_INTERRUPTED = 130
+#: What each exit code means; the README's table is this one.
+EXIT_CODES = {
+    EXIT_OK: "done: the sweep finished (or the command did what it says)",
+    EXIT_FAILED: "the sweep ran but failed: no trial produced the metric, or a followed job failed",
+    EXIT_USAGE: "bad input: the spec, a flag, a path or a job id (one line says which and why)",
+    EXIT_UNREACHABLE: "Ray or the cluster could not be reached at the address given",
+    EXIT_INTERRUPTED: "interrupted (Ctrl+C or SIGTERM): what finished is kept; --resume continues",
+}
+JOBS_ADDRESS_HELP = f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tune-run",
-        description="Run a hyperparameter sweep of DDP trials on Ray Tune. "
-                    "`tune-run results EXPERIMENT_DIR [--plot]` shows a sweep's results; "
-                    "`tune-run submit SPEC --storage DIR --address http://HEAD:8265` submits one to a cluster "
-                    "as a Ray Job, and `tune-run status|logs|stop|results JOB_ID` follows it.",
-    )
-    p.add_argument("spec", nargs="?", help="sweep spec YAML (a W&B sweep file works as is)")
-    p.add_argument("--resume", metavar="EXPERIMENT_DIR",
-                   help="finish an interrupted sweep: finished trials are kept, interrupted ones continue")
+# -- the parsers -------------------------------------------------------------------------------------
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tune-service")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="also show Ray's and Ray Train's own output (Tune's tables, what ranks print)")
+    group.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+
+
+def _add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec key, dotted for nested keys (repeatable): --set scheduler.max_t=5")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
     p.add_argument("--storage", default="experiments", help="directory that holds experiments (default: ./experiments)")
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
+    _add_output(p)
+    _add_common(p)
+
+
+def _main_parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:<9} {summary}" for name, (summary, _, _) in COMMANDS.items())
+    codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
+    p = argparse.ArgumentParser(
+        prog="tune-run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="tune-run SPEC [options]  |  tune-run COMMAND ... (see below)",
+        description="Run a hyperparameter sweep of DDP trials on Ray Tune: tune-run space.yaml",
+        epilog=f"commands (each has --help):\n{commands}\n\nexit codes:\n{codes}",
+    )
+    p.add_argument("--version", action="version", version=f"tune-run {_version()}")
+    p.add_argument("spec", nargs="?", help="sweep spec YAML (a W&B sweep file works as is)")
+    p.add_argument("--resume", metavar="EXPERIMENT_DIR",
+                   help="finish an interrupted sweep: finished trials are kept, interrupted ones continue")
     p.add_argument("--dry-run", action="store_true", help="print the resolved plan and exit without starting Ray")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    _add_run_options(p)
     return p
 
 
-def _results_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tune-run results", description="Show the results of a sweep.")
+def _run_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="sweep spec YAML (a W&B sweep file works as is)")
+    _add_run_options(p)
+
+
+def _dry_run_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="sweep spec YAML")
+    _add_spec_options(p)
+    p.add_argument("--address", help="the cluster the sweep will run on (the plan is made for this machine)")
+    _add_common(p)
+
+
+def _resume_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("resume", metavar="EXPERIMENT_DIR", help="the interrupted sweep's experiment directory")
+    p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
+    _add_output(p)
+    _add_common(p)
+
+
+def _results_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", metavar="EXPERIMENT_DIR|JOB_ID",
                    help="the sweep's experiment directory (holds summary.json), or a submitted sweep's job id")
     p.add_argument("--address", help=f"the Ray Jobs API of a job id (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})")
-    p.add_argument("--plot", action="store_true",
-                   help="write learning_curves.png and parallel_coordinates.png next to summary.json")
     p.add_argument("--top", type=int, default=10, help="rows of the leaderboard (default: 10)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    return p
+    _add_common(p)
 
 
-def _submit_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tune-run submit", description="Submit a sweep to a Ray cluster as a Ray Job "
-                                "and print its job id; follow it with `tune-run status|logs|stop|results JOB_ID`.")
+def _report_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the sweep's experiment directory")
+    p.add_argument("-o", "--output", help="where to write the page (default: EXPERIMENT_DIR/report.html)")
+    _add_common(p)
+
+
+def _submit_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec YAML")
-    p.add_argument("--address", help=f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})")
+    p.add_argument("--address", help=JOBS_ADDRESS_HELP)
     p.add_argument("--storage", required=True,
                    help="where the experiment is written: a path every node sees, or a URI such as s3://bucket/prefix")
     p.add_argument("--name", help="experiment name (default: the spec's name and the submission time)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec key, dotted for nested keys (repeatable)")
+    _add_spec_options(p)
     p.add_argument("--working-dir", help="a directory of your task's code, uploaded with the job (Ray's working_dir)")
     p.add_argument("--follow", action="store_true", help="print the sweep's output until it ends")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    return p
+    _add_common(p)
 
 
-def _job_parser(command: str, what: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"tune-run {command}", description=what)
+def _job_parser(p: argparse.ArgumentParser, follow: bool = False) -> None:
     p.add_argument("job_id", help="the job id `tune-run submit` printed")
-    p.add_argument("--address", help=f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})")
-    if command == "logs":
+    p.add_argument("--address", help=JOBS_ADDRESS_HELP)
+    if follow:
         p.add_argument("--follow", action="store_true", help="keep printing until the sweep ends")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    return p
+    _add_common(p)
 
 
-def _parse(argv: list[str]):
-    """The parsed arguments and the handler of the subcommand ``argv`` names (none: run a sweep)."""
+def _schema_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", help="write the schema to this file instead of standard output")
+    _add_common(p)
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, Callable[[argparse.Namespace], int]]:
+    """The parsed arguments and the handler of the command ``argv`` names (none: run a sweep)."""
     command = argv[0] if argv else None
-    if command == "results":
-        return _results_parser().parse_args(argv[1:]), _results
-    if command == "submit":
-        return _submit_parser().parse_args(argv[1:]), _submit
-    if command in _JOB_COMMANDS:
-        what, handler = _JOB_COMMANDS[command]
-        return _job_parser(command, what).parse_args(argv[1:]), handler
-    parser = _parser()
+    if command in COMMANDS:
+        summary, build, handler = COMMANDS[command]
+        p = argparse.ArgumentParser(prog=f"tune-run {command}", description=summary)
+        build(p)
+        return p.parse_args(argv[1:]), handler
+    parser = _main_parser()
     args = parser.parse_args(argv)
     if (args.spec is None) == (args.resume is None):
         parser.error("give a spec file, or --resume EXPERIMENT_DIR (not both)")
-    return args, _run
+    if args.resume:
+        if args.overrides or args.dry_run or args.name:
+            parser.error("--resume: continues the sweep as it was; --set, --name and --dry-run do not apply")
+        return args, _resume
+    return args, _dry_run if args.dry_run else _run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,48 +175,69 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         for line in str(err).splitlines():
             print(f"error: {line}", file=sys.stderr)
-        return EXIT_USAGE
+        return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace) -> int:
-    from tune_service.execution.plan import make_plan
+# -- the handlers ------------------------------------------------------------------------------------
+
+def _verbosity(args: argparse.Namespace) -> int:
+    from tune_service.execution.driver import VERBOSE_LIVE, VERBOSE_RAY
+
+    return 0 if args.quiet else VERBOSE_RAY if args.verbose else VERBOSE_LIVE
+
+
+def _load_spec(args: argparse.Namespace):
     from tune_service.spec import load_spec, parse_override
 
-    if args.resume:
-        if args.overrides or args.dry_run or args.name:
-            raise TuneServiceError("--resume: continues the sweep as it was; --set, --name and --dry-run do not apply")
-        from tune_service.execution.driver import resume
+    return load_spec(args.spec, dict(parse_override(text) for text in args.overrides))
 
-        outcome = resume(args.resume, address=args.address)
-    else:
-        overrides = dict(parse_override(text) for text in args.overrides)
-        spec = load_spec(args.spec, overrides)
-        if args.dry_run:
-            # Against a remote cluster we cannot know its size without connecting, so the plan uses this
-            # machine's and says so.
-            print(make_plan(spec).describe())
-            if args.address:
-                print(f"note         concurrency shown for this machine; the cluster at {args.address} decides at run time")
-            return 0
 
-        from tune_service.execution.driver import run
+def _run(args: argparse.Namespace) -> int:
+    from tune_service.execution.driver import run
 
-        outcome = run(spec, address=args.address, storage=args.storage, name=args.name)
-    print()
-    _print_outcome(outcome)
+    outcome = run(_load_spec(args), address=args.address, storage=args.storage, name=args.name,
+                  verbose=_verbosity(args))
+    return _finish(outcome, args.quiet)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from tune_service.execution.driver import resume
+
+    return _finish(resume(args.resume, address=args.address, verbose=_verbosity(args)), args.quiet)
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    from tune_service.execution.plan import make_plan
+
+    print(make_plan(_load_spec(args)).describe())
+    if args.address:
+        # Against a remote cluster we cannot know its size without connecting, so the plan uses this
+        # machine's and says so.
+        print(f"note         concurrency shown for this machine; the cluster at {args.address} decides at run time")
+    return EXIT_OK
+
+
+def _finish(outcome, quiet: bool) -> int:
+    """Print what a sweep ended with; its exit code."""
+    if not quiet:
+        print()
+    _print_outcome(outcome, leaderboard=not quiet)
     if outcome.interrupted:
         print(f"interrupted: resume with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_INTERRUPTED
-    return 0 if outcome.best is not None else 1
+    return EXIT_OK if outcome.best is not None else EXIT_FAILED
 
 
-def _print_outcome(outcome, top: int = 10) -> None:
-    print(outcome.leaderboard(top))
+def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
+    if leaderboard:
+        print(outcome.leaderboard(top))
     if outcome.best is not None:
-        print(f"\nbest {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
+        print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
+    else:
+        print(f"no trial reported {outcome.metric}")
     directory = Path(outcome.experiment_dir)
     print(f"results: {directory / SUMMARY_FILE}, best config: {directory / BEST_CONFIG_FILE}")
     wandb = outcome.extra.get("wandb")
@@ -152,25 +245,29 @@ def _print_outcome(outcome, top: int = 10) -> None:
         print(f"wandb: runs saved offline; upload them with: wandb sync {wandb['dir']}/offline-run-*")
     elif wandb:
         where = "/".join(x for x in (wandb.get("entity"), wandb.get("project")) if x)
-        print(f"wandb: project {where}, group {wandb.get('group')}")
+        print(f"wandb: project {where}, group {wandb.get('group')}" + (f": {wandb['url']}" if wandb.get("url") else ""))
 
 
 def _results(args: argparse.Namespace) -> int:
-    from tune_service.results.sweep_result import load
+    from tune_service.results.analysis import load_results
 
     if Path(args.experiment).exists() or args.address is None and not args.experiment.startswith("raysubmit_"):
-        outcome = load(args.experiment)
+        outcome = load_results(args.experiment).result  # a running sweep's too
     else:
         from tune_service.jobs import attach
 
         outcome = attach(args.experiment, args.address).results()
     _print_outcome(outcome, args.top)
-    if args.plot:
-        from tune_service.results.plots import write_plots
+    return EXIT_OK
 
-        for path in write_plots(outcome):
-            print(f"plot: {path}")
-    return 0
+
+def _report(args: argparse.Namespace) -> int:
+    from tune_service.results.analysis import load_results
+    from tune_service.results.report import write_report
+
+    path = write_report(load_results(args.experiment).result, Path(args.output) if args.output else None)
+    print(f"report: {path}")
+    return EXIT_OK
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -186,7 +283,7 @@ def _submit(args: argparse.Namespace) -> int:
     print(f"follow it:  tune-run logs {job.job_id} --follow   (status, stop, results likewise)")
     if args.follow:
         return _print_logs(job, follow=True)
-    return 0
+    return EXIT_OK
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -194,7 +291,7 @@ def _status(args: argparse.Namespace) -> int:
 
     job = attach(args.job_id, args.address)
     print(f"{job.job_id}  {job.status()}  {job.experiment_dir}")
-    return 0
+    return EXIT_OK
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -206,10 +303,10 @@ def _logs(args: argparse.Namespace) -> int:
 def _print_logs(job, follow: bool) -> int:
     if not follow:
         print(job.logs(), end="")
-        return 0
+        return EXIT_OK
     for chunk in job.logs(follow=True):
         print(chunk, end="", flush=True)
-    return 0 if job.status() == "SUCCEEDED" else 1
+    return EXIT_OK if job.status() == "SUCCEEDED" else EXIT_FAILED
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -218,13 +315,35 @@ def _stop(args: argparse.Namespace) -> int:
     job = attach(args.job_id, args.address)
     print(f"{job.job_id}  {job.stop()}; what finished: tune-run results {job.job_id}; "
           f"continue it: tune-run --resume {job.experiment_dir}")
-    return 0
+    return EXIT_OK
 
 
-_JOB_COMMANDS = {
-    "status": ("Show a submitted sweep's state.", _status),
-    "logs": ("Print a submitted sweep's output.", _logs),
-    "stop": ("Stop a submitted sweep; what finished is kept.", _stop),
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from tune_service.spec.schema import spec_schema
+
+    text = json.dumps(spec_schema(), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"schema: {args.output}")
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
+#: Every subcommand: its one-line summary, its parser's arguments, its handler.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "run": ("run a sweep (the same as `tune-run SPEC`)", _run_parser, _run),
+    "dry-run": ("print the resolved plan of a sweep; starts nothing", _dry_run_parser, _dry_run),
+    "resume": ("finish an interrupted sweep (the same as `tune-run --resume DIR`)", _resume_parser, _resume),
+    "results": ("show a sweep's leaderboard (a directory, or a submitted job's id)", _results_parser, _results),
+    "report": ("write a sweep's report: one HTML page, no network needed to open it", _report_parser, _report),
+    "submit": ("submit a sweep to a Ray cluster as a Ray Job", _submit_parser, _submit),
+    "status": ("show a submitted sweep's state", _job_parser, _status),
+    "logs": ("print a submitted sweep's output", lambda p: _job_parser(p, follow=True), _logs),
+    "stop": ("stop a submitted sweep; what finished is kept", _job_parser, _stop),
+    "schema": ("print the spec's JSON Schema (for completion of YAML in an editor)", _schema_parser, _schema),
 }
 
 

@@ -2,7 +2,8 @@
 
 Every error a user can cause (a bad spec, a trial that cannot fit the cluster, a task that cannot be
 imported) is a :class:`TuneServiceError`. Its ``str()`` is the complete message the CLI prints after
-``error:``; the CLI maps these to exit code 2 and prints no traceback unless ``--debug`` is given.
+``error:``; the CLI exits with the error's ``exit_code`` (2, bad input; 3, Ray or the cluster cannot be
+reached) and prints no traceback unless ``--debug`` is given.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 class TuneServiceError(Exception):
     """Base of every error caused by the user's input rather than by a bug in tune-service."""
+
+    #: The CLI's exit code for this error: bad input.
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,12 @@ class SpecError(TuneServiceError):
 
 class CapacityError(TuneServiceError):
     """A single trial needs more resources than the cluster has, so the sweep could never start."""
+
+
+class ClusterUnreachable(TuneServiceError):
+    """The Ray cluster (or its Jobs API) named by an address does not answer."""
+
+    exit_code = 3
 
 
 class TaskError(TuneServiceError):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tune_service.errors import TuneServiceError
+from tune_service.errors import ClusterUnreachable, TuneServiceError
 from tune_service.results import sweep_result as results
 from tune_service.spec import SweepSpec, load_spec
 
@@ -165,7 +165,7 @@ def _client(address: str):
     try:
         return JobSubmissionClient(address, headers=_auth_headers())
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise TuneServiceError(f"address: cannot reach the Ray Jobs API at {address!r}: {_first_line(err)}") from None
+        raise ClusterUnreachable(f"address: cannot reach the Ray Jobs API at {address!r}: {_first_line(err)}") from None
 
 
 def _auth_headers() -> dict[str, str]:

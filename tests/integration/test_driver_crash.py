@@ -72,11 +72,11 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
 
     assert cli.main(["--resume", str(experiment)]) == 0
     result = tune_service.load_results(experiment)
-    epochs = {t.config["quality"]: t.epochs for t in result.trials}
+    epochs = {t.config["quality"]: t.epochs for t in result.records}
     assert epochs == EPOCHS_WITHOUT_A_CRASH  # ASHA decided as it would have without the crash
     assert len(list(experiment.glob("trial_*"))) == len(QUALITIES)  # run_cap trials, no more
-    assert {t.status for t in result.trials if t.epochs < 4} == {"stopped"}
-    assert {t.status for t in result.trials if t.epochs == 4} == {"completed"}
+    assert {t.status for t in result.records if t.epochs < 4} == {"stopped"}
+    assert {t.status for t in result.records if t.epochs == 4} == {"completed"}
     assert result.best.config["quality"] == KILLED_DURING
 
     trained_after = {f.name: f.stat().st_size for f in records.iterdir()}
@@ -133,12 +133,12 @@ def test_a_bohb_sweep_killed_in_its_second_bracket_resumes_to_the_decisions_it_w
 
     assert cli.main(["--resume", str(experiment)]) == 0
     result = tune_service.load_results(experiment)
-    by_id = {t.trial_id: t for t in result.trials}
+    by_id = {t.trial_id: t for t in result.records}
     first, second = creation_order(experiment)[:3], creation_order(experiment)[3:]
-    assert len(result.trials) == len(list(experiment.glob("trial_*"))) == 4 and len(second) == 1
+    assert len(result.records) == len(list(experiment.glob("trial_*"))) == 4 and len(second) == 1
     trained_again = {f.name.split("-")[0] for f in records.iterdir() if trained_before.get(f.name) != f.stat().st_size}
     assert trained_again == {f"quality={by_id[second[0]].config['quality']}"}  # the first bracket's never
     best = max(first, key=lambda trial_id: by_id[trial_id].config["quality"])
     epochs = {trial_id: by_id[trial_id].epochs for trial_id in first + second}
     assert epochs == {trial_id: 3 if trial_id in (best, *second) else 1 for trial_id in epochs}
-    assert result.best.config["quality"] == max(t.config["quality"] for t in result.trials)
+    assert result.best.config["quality"] == max(t.config["quality"] for t in result.records)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+import yaml
 
 import tune_service
+from tune_service import cli
+from tune_service.results import sweep_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -26,16 +29,23 @@ def test_a_diverging_trial_fails_with_its_reason_and_is_never_the_best(ray_clust
     assert result.best.trial_id == trials[0].trial_id
 
 
-def test_a_metric_the_task_never_reports_fails_the_trial_at_its_first_report(ray_cluster, tmp_path):
+def test_a_metric_the_task_never_reports_fails_the_trial_and_the_sweep_exits_1(ray_cluster, tmp_path, capsys):
     spec = {"name": "unreported", "method": "random", "run_cap": 1, "metric": {"name": "accuracy", "goal": "maximize"},
             "scheduler": {"type": "fifo", "max_t": 3}, "parameters": {"lr": {"value": 0.01}},
             "resources": {"workers": 1}}
-    result = tune_service.run(spec, storage=tmp_path, name="unreported", verbose=0)
+    path = tmp_path / "unreported.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert cli.main([str(path), "--storage", str(tmp_path), "--name", "unreported"]) == cli.EXIT_FAILED
+    out = capsys.readouterr().out
+    result = sweep_result.load(tmp_path / "unreported")
     (trial,) = result.trials
     assert trial.status == "failed" and trial.epochs <= 1
     assert trial.error.startswith("MissingMetric: metric.name: the task never reported 'accuracy'; its first report "
                                   "had: ") and "val_accuracy" in trial.error
     assert result.best is None
+    # The live view's line for it (piped: one line a trial) carries the same error.
+    assert f"[1/1] {trial.trial_id} failed    {trial.epochs}/3 epochs  accuracy -  {trial.error}" in out.splitlines()
+    assert "no trial reported accuracy" in out
 
 
 def test_a_killed_rank_restarts_the_trial_from_its_checkpoint_up_to_max_failures(ray_cluster, tmp_path):

@@ -18,7 +18,7 @@ LAYERS = (
     ("spec",),                                # the sweep spec: no torch, no Ray
     ("experiment", "tasks"),                  # the experiment directory; the task contract
     ("search", "results", "training"),        # searchers and schedulers; results; the shared loop
-    ("tracking",),                            # wandb
+    ("tracking", "display"),                  # wandb; the live view
     ("execution",),                           # the driver, trials, gangs
     ("cli", "jobs", "__init__"),              # the interfaces
 )

@@ -25,8 +25,8 @@ def test_a_bad_spec_is_refused_before_the_cluster_is_contacted(tmp_path, capsys)
 
 @pytest.mark.parametrize("command", [["status", "raysubmit_x"], ["logs", "raysubmit_x"], ["stop", "raysubmit_x"],
                                      ["results", "raysubmit_x"]])
-def test_an_unreachable_jobs_api_is_one_line_and_exit_code_2(command, capsys):
-    assert cli.main([*command, "--address", UNREACHABLE]) == cli.EXIT_USAGE
+def test_an_unreachable_jobs_api_is_one_line_and_exit_code_3(command, capsys):
+    assert cli.main([*command, "--address", UNREACHABLE]) == cli.EXIT_UNREACHABLE
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: address: cannot reach the Ray Jobs API at '{UNREACHABLE}': "
                    f"Failed to connect to Ray at address: {UNREACHABLE}."]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tune_service import redaction
-from tune_service.errors import TuneServiceError
+from tune_service.display import LiveView
+from tune_service.errors import ClusterUnreachable, TuneServiceError
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
@@ -25,10 +26,14 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout
 from tune_service.results import sweep_result as results
+from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
 from tune_service.spec import SweepSpec, load_spec
 
 DEFAULT_STORAGE = "experiments"
+#: ``verbose`` levels of :func:`run` and :func:`resume`: 0 prints nothing; 1 our live view; 2 also Ray's
+#: and Ray Train's own output (Tune's tables, what ranks print).
+VERBOSE_LIVE, VERBOSE_RAY = 1, 2
 
 
 def experiment_name(spec: SweepSpec) -> str:
@@ -189,26 +194,35 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
     started_here = not ray.is_initialized()
     if started_here:
-        init_ray(address)
+        init_ray(address, log_to_driver=verbose >= VERBOSE_RAY)
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
+    progress = None
     try:
         plan = plan.on(from_ray())
         if not restore:  # the plan holds: from here on the experiment directory exists
             _write_sweep_file(experiment_dir, spec, task)
-        callbacks = [statuses, state_keeper] + ([tracker] if tracker else [])
+        previous = results.load(experiment_dir) if restore and (experiment_dir / layout.SUMMARY_FILE).is_file() else None
+        view = LiveView([*plan.headline(), f"experiment {experiment_dir}"], plan.rungs) if verbose >= VERBOSE_LIVE else None
+        progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
+                                 plan.num_trials, observers=[view] if view else [], previous=previous)
+        callbacks = [statuses, state_keeper, progress] + ([tracker] if tracker else [])
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             recorded = replay.read_recorded(experiment_dir)
-        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks, verbose=verbose,
-                             recorded=recorded)
+        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks,
+                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
+        # Tune's newer console output prints its experiment header even at verbose=0; its older one is
+        # silent there (our view is the output unless verbose=2 asks for Ray's).
+        quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}
         with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
-                                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0"):
+                                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet), \
+                _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
             grid = tuner.fit()
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=statuses.unfinished)
@@ -222,6 +236,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     finally:
         statuses.release()
         state_keeper.release()
+        if progress is not None:
+            progress.release()
         if tracker is not None:
             tracker.close()
         if started_here:
@@ -241,6 +257,20 @@ def _sigterm_as_ctrl_c():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _ray_logs_quiet(quiet: bool):
+    """While the sweep runs, Ray's own log messages below ERROR stay out of the console (the live view
+    is the output; ``verbose=2`` shows them)."""
+    ray_logger = logging.getLogger("ray")
+    previous = ray_logger.level
+    if quiet:
+        ray_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ray_logger.setLevel(previous)
 
 
 @contextlib.contextmanager
@@ -270,8 +300,12 @@ def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
     return path
 
 
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+def init_ray(address: str | None = None, num_cpus: int | None = None, log_to_driver: bool = True) -> None:
     """Connect to the Ray cluster at ``address``, or start an embedded local Ray bound to loopback.
+    ``log_to_driver``: whether what Ray's workers print reaches this process's console.
+
+    Raises:
+        ClusterUnreachable: nothing answers at ``address`` (checked first: Ray itself retries for minutes).
 
     The embedded Ray's workers get this process's ``sys.path``, so a task module the driver can
     import (``mypkg.tasks:MyTask``) imports on every rank too; Ray itself passes on only the script's
@@ -283,7 +317,11 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     import ray
 
     if address:
-        ray.init(address=address, logging_level=logging.WARNING)
+        _refuse_unreachable(address)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=log_to_driver)
+        except ConnectionError as err:
+            raise ClusterUnreachable(f"address: no Ray cluster at {address!r}: {str(err).splitlines()[0]}") from None
         return
     search_path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     with _embedded_ray_security():
@@ -295,10 +333,25 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             dashboard_host="127.0.0.1",
             dashboard_port=port,
             logging_level=logging.WARNING,
+            log_to_driver=log_to_driver,
             # The state API's address, told to every worker: without it, Ray Train's placement-group
             # cleaner looks for the Ray instances of the machine and fails when there are several.
             runtime_env={"env_vars": {"PYTHONPATH": search_path, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}},
         )
+
+
+def _refuse_unreachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a ``HOST:PORT`` (or ``ray://HOST:PORT``) address where nothing accepts a connection."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself; ray.init says if it finds nothing
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ClusterUnreachable(f"address: nothing answers at {address!r} ({err.strerror or type(err).__name__}); "
+                                 f"is the cluster's head node up, and is this its GCS address (port 6379)?") from None
 
 
 def _free_loopback_port() -> int:

@@ -96,6 +96,23 @@ class SweepPlan:
         lines += [f"note         {n}" for n in s.notes]
         return "\n".join(lines)
 
+    def headline(self) -> list[str]:
+        """The plan in two lines, for the head of a run's output (``describe`` has it all)."""
+        s, r = self.spec, self.spec.resources
+        method = f"{s.method} (hyperopt TPE)" if s.method == "bayes" else s.method
+        if s.scheduler.type == "fifo":
+            schedule = f"fifo, {s.scheduler.max_t} epochs each"
+        else:
+            rungs = ", ".join(str(e) for e in self.rungs)
+            schedule = f"{s.scheduler.type} (rungs at epoch {rungs}; max_t {s.scheduler.max_t})"
+        gpus = f" + {r.gpus_per_worker:g} GPU" if r.gpus_per_worker else ""
+        return [
+            f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {s.metric.goal} {s.metric.name}",
+            f"each trial {r.workers} DDP rank(s) x {r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
+            f"on {self.cluster.describe() if self.cluster else 'this machine'}"
+            + ("; warm gangs" if self.warm_gangs else "; a fresh Ray Train run per trial"),
+        ]
+
     def _describe_execution(self) -> str:
         e = self.spec.execution
         if self.warm_gangs:

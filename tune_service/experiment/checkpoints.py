@@ -9,7 +9,9 @@ before Tune recorded it: the trial goes on from the last epoch whose state is sa
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TIME_ATTR
@@ -63,6 +65,28 @@ def newest_checkpoint(trial_storage_path: str, filesystem: Any = None) -> Stored
         if isinstance(report, dict):
             return StoredCheckpoint(path, filesystem, report)
     return None
+
+
+def latest_checkpoint_dir(trial_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint directory (one holding ``state.pt``) of the trial whose directory
+    in a local experiment directory is ``trial_dir``, or None; both layouts are read: a warm trial's
+    Tune checkpoints (:func:`newest_checkpoint`), else a fresh trial's Ray Train run (``ddp/``), whose
+    snapshot names its latest checkpoint (the newest by name when the snapshot does not)."""
+    trial_dir = Path(trial_dir)
+    stored = newest_checkpoint(str(trial_dir))
+    if stored is not None:
+        return Path(stored.path)
+    run_dir = trial_dir / TRAIN_RUN_NAME
+    try:
+        snapshot = json.loads((run_dir / TRAIN_SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        name = snapshot["latest_checkpoint_result"]["checkpoint_dir_name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        name = None
+    if isinstance(name, str) and (run_dir / name / _STATE_FILE).is_file():
+        return run_dir / name
+    # Ray Train names checkpoint directories by time: the newest sorts last.
+    saved = sorted(run_dir.glob(f"{_CHECKPOINT_PREFIX}*/{_STATE_FILE}"))
+    return saved[-1].parent if saved else None
 
 
 def trial_storage() -> tuple[str, Any]:

@@ -3,7 +3,9 @@
     EXPERIMENT_DIR/
       sweep.json          the spec as loaded, for resume (SWEEP_FILE)
       summary.json        every trial and the best (SUMMARY_FILE), best_config.yaml beside it
+      report.html         the sweep's report, one self-contained page (REPORT_FILE; results.report)
       trial_<id>/         one per trial (TRIAL_DIR_PREFIX): Tune's result.json (TRIAL_RESULTS_FILE),
+                          params.json (TRIAL_PARAMS_FILE), error.txt if it failed (TRIAL_ERROR_FILE),
                           its checkpoints (see :mod:`tune_service.experiment.checkpoints`)
       .last_good/         the newest complete copy of Tune's experiment state (see last_good)
       wandb/              the trials' offline wandb runs
@@ -23,10 +25,16 @@ from typing import Any
 SWEEP_FILE = "sweep.json"
 SUMMARY_FILE = "summary.json"
 BEST_CONFIG_FILE = "best_config.yaml"
+#: The sweep's report: one HTML page that opens offline (:mod:`tune_service.results.report`).
+REPORT_FILE = "report.html"
 #: A trial's directory is this prefix and its Tune trial id.
 TRIAL_DIR_PREFIX = "trial_"
 #: Tune's per-trial record of every report, one JSON object a line, in the trial's directory.
 TRIAL_RESULTS_FILE = "result.json"
+#: Tune's record of a trial's config, written when the trial starts, in the trial's directory.
+TRIAL_PARAMS_FILE = "params.json"
+#: Tune's record of a trial's failures (each traceback in turn), in the trial's directory.
+TRIAL_ERROR_FILE = "error.txt"
 #: The report that came with a checkpoint, beside its state.
 CHECKPOINT_REPORT_FILE = "report.json"
 #: The key of every report that counts a trial's progress: the scheduler's time unit.
@@ -73,6 +81,41 @@ def trial_results_file(experiment_dir: str | os.PathLike, trial_id: str) -> Path
 def trial_results_files(experiment_dir: str | os.PathLike) -> list[Path]:
     """Every trial's results file in the experiment directory, sorted by path."""
     return sorted(Path(experiment_dir).glob(f"{TRIAL_DIR_PREFIX}*/{TRIAL_RESULTS_FILE}"))
+
+
+def trial_dir(experiment_dir: str | os.PathLike, trial_id: str) -> Path:
+    """The directory of trial ``trial_id``: its results, params, error and checkpoints."""
+    return Path(experiment_dir) / f"{TRIAL_DIR_PREFIX}{trial_id}"
+
+
+def trial_dirs(experiment_dir: str | os.PathLike) -> dict[str, Path]:
+    """Every trial's directory in the experiment directory, by trial id, sorted by path."""
+    found = sorted(p for p in Path(experiment_dir).glob(f"{TRIAL_DIR_PREFIX}*") if p.is_dir())
+    return {p.name[len(TRIAL_DIR_PREFIX):]: p for p in found}
+
+
+def read_trial_params(trial_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The config Tune recorded for the trial in ``trial_dir`` (:data:`TRIAL_PARAMS_FILE`), or None when
+    the file is missing or unreadable."""
+    try:
+        params = json.loads((Path(trial_dir) / TRIAL_PARAMS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return params if isinstance(params, dict) else None
+
+
+def read_trial_error(trial_dir: str | os.PathLike) -> tuple[str, float] | None:
+    """The trial's latest failure from Tune's record of them (:data:`TRIAL_ERROR_FILE`): its exception
+    (the file's last line, ``module.Type: message``) and when it was recorded (the file's modification
+    time, seconds since the epoch); None when the trial has not failed."""
+    path = Path(trial_dir) / TRIAL_ERROR_FILE
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        recorded = path.stat().st_mtime
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1], recorded) if lines else None
 
 
 def write_sweep_file(experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None) -> None:

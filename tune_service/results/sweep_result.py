@@ -3,7 +3,8 @@ directory (``summary.json`` and ``best_config.yaml``, both written atomically).
 
 A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs), ``stopped`` (ended earlier: the
 scheduler stopped it), ``failed`` (raised; ``error`` says why) or ``interrupted`` (the sweep was stopped
-while the trial ran or waited; ``resume`` continues it). A trial's ``metrics`` are its last
+while the trial ran or waited; ``resume`` continues it); a summary written while the sweep runs also
+has ``running`` trials (see :mod:`~tune_service.results.progress`). A trial's ``metrics`` are its last
 report. The best trial is the one whose last report is best on the sweep's metric; failed trials and
 non-finite values are never chosen.
 """
@@ -31,12 +32,14 @@ TUNE_KEYS = frozenset({
     "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore", "config",
     "checkpoint_path", "should_checkpoint",
 })
+#: The key of a summary written while the sweep ran (:mod:`~tune_service.results.progress`).
+IN_PROGRESS_KEY = "in_progress"
 
 
 @dataclass(frozen=True)
 class TrialRecord:
     trial_id: str
-    status: str  # completed | stopped | failed | interrupted
+    status: str  # completed | stopped | failed | interrupted | running
     config: dict[str, Any]
     metrics: dict[str, Any]
     epochs: int
@@ -92,8 +95,9 @@ class SweepResult:
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
         counts = {s: sum(t.status == s for t in self.trials) for s in ("completed", "stopped", "failed")}
-        interrupted = sum(t.status == "interrupted" for t in self.trials)
-        counts.update({"interrupted": interrupted} if interrupted else {})
+        for rare in ("interrupted", "running"):
+            if n := sum(t.status == rare for t in self.trials):
+                counts[rare] = n
         lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
 

@@ -151,6 +151,6 @@ def test_cli_needs_a_spec_or_resume_but_not_both(tmp_path, capsys):
 
 
 def test_cli_results_of_a_directory_without_a_summary_is_one_line_exit_2(tmp_path, capsys):
-    assert cli.main(["results", str(tmp_path), "--plot"]) == 2
+    assert cli.main(["results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: experiment: cannot read ") and err.count("\n") == 1
+    assert err.startswith("error: results: ") and "has neither summary.json nor sweep.json" in err and err.count("\n") == 1

@@ -1,0 +1,70 @@
+"""The command line's habits: --version, every command's own --help, and one exit code per outcome
+(0 done, 1 the sweep failed, 2 bad input, 3 Ray unreachable, 130 interrupted; the last two that need
+a real sweep are in tests/integration: test_faults, test_wandb)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tune_service import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "search_spaces" / "quickstart.yaml")
+
+
+def test_version_prints_the_installed_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == cli.EXIT_OK
+    assert capsys.readouterr().out == f"tune-run {version('tune-service')}\n"
+
+
+def test_help_lists_every_command_and_exit_code(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == cli.EXIT_OK
+    out = capsys.readouterr().out
+    for name, (summary, _, _) in cli.COMMANDS.items():
+        assert f"  {name:<9} {summary}" in out
+    for code in cli.EXIT_CODES:
+        assert f"\n  {code:<4} " in out
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_every_command_has_its_own_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == cli.EXIT_OK
+    assert capsys.readouterr().out.startswith(f"usage: tune-run {command} ")
+
+
+def test_dry_run_as_a_command_and_as_a_flag_print_the_same_plan(capsys, forbid_ray_start):
+    assert cli.main(["dry-run", QUICKSTART, "--set", "run_cap=3"]) == cli.EXIT_OK
+    as_command = capsys.readouterr().out
+    assert cli.main([QUICKSTART, "--dry-run", "--set", "run_cap=3"]) == cli.EXIT_OK
+    assert capsys.readouterr().out == as_command and "trials       3" in as_command
+
+
+def test_a_usage_error_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([QUICKSTART, "--no-such-flag"])
+    assert exit_info.value.code == cli.EXIT_USAGE
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["-q", "-v", QUICKSTART])
+    assert exit_info.value.code == cli.EXIT_USAGE
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_an_unreachable_ray_address_exits_3_in_one_line_and_writes_nothing(tmp_path):
+    # In its own process: this test session's Ray may be running, and a connected process ignores --address.
+    done = subprocess.run([sys.executable, "-m", "tune_service.cli", QUICKSTART, "--address", "127.0.0.1:9",
+                           "--storage", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == cli.EXIT_UNREACHABLE, done.stderr[-2000:]
+    assert done.stderr.startswith("error: address: nothing answers at '127.0.0.1:9' (")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,390 @@
+"""A sweep read back as data: :func:`load_results` gives a :class:`SweepResults` of an experiment
+directory, finished or still running.
+
+The tables (pandas DataFrames), named as Ray Tune's ``ResultGrid.get_dataframe()`` names its columns:
+
+- ``trials``: one row per trial, in the order the trials were created. Columns: ``trial_id``,
+  ``status`` (see below), ``epochs`` (epochs trained), ``time_total_s`` (Tune's seconds of training at
+  the trial's last report; NaN before its first), ``error`` (one line; missing when none); then the trial's final
+  metrics under their own names (``val_loss``, ``val_accuracy``, ``epoch``, ...; the sweep's metric
+  first); then its config, one column per hyperparameter, ``config/`` and the parameter's dotted name
+  (``config/lr``, ``config/optimizer.momentum``). A metric named like one of the first five columns is
+  left out.
+- ``history``: one row per report of every trial: ``trial_id``, ``epoch``, the reported metrics,
+  ``time_total_s``; by trial (as in ``trials``), then epoch. A resumed trial reports some epochs again
+  (those after its last checkpoint): the last report of each epoch is kept.
+
+A trial's ``status`` is :mod:`~tune_service.results.sweep_result`'s: ``completed``, ``stopped``,
+``failed``, ``interrupted``, or ``running`` (started, not ended: still training, or its sweep stopped
+before recording it). While a sweep runs, ``summary.json`` is partial (written each time a trial ends,
+its unfinished trials ``running``; :attr:`SweepResults.partial`) or absent: a trial it does not list, or
+lists as running, is read from its directory instead (``params.json``, ``result.json``, Tune's
+``error.txt``; ``completed`` once it reached the epoch budget, ``stopped`` when Tune marked its last
+report done before that, ``failed`` when Tune recorded a failure after its last report), which needs
+the sweep's ``sweep.json`` when there is no summary (the metric, the epoch budget). The best trial is
+chosen as in ``sweep_result``: the best last report on the sweep's metric, failed trials and non-finite
+values never; a running trial counts with its last report.
+
+Only a local experiment directory is read (not one on remote storage).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import yaml
+
+from tune_service.errors import TuneServiceError
+from tune_service.experiment import layout
+from tune_service.experiment.checkpoints import latest_checkpoint_dir
+from tune_service.redaction import redact_text
+from tune_service.results.sweep_result import (
+    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, load as load_summary, rank_trials,
+)
+from tune_service.spec.configs import flatten, plain
+
+#: The columns of ``trials`` before the metrics, in order.
+RECORD_COLUMNS = ("trial_id", "status", "epochs", "time_total_s", "error")
+#: The prefix of a config column of ``trials`` (Ray Tune's: ``config/lr``).
+CONFIG_PREFIX = "config/"
+#: Tune's seconds of training so far, in every report.
+TIME_COLUMN = "time_total_s"
+#: The status of a trial that has started and not ended (as :mod:`~tune_service.results.progress` has it).
+RUNNING = "running"
+
+#: Keys of a report that are not the trial's metrics (Tune's bookkeeping; Tune adds ``experiment_tag``
+#: to a finished trial's last metrics).
+_NOT_METRICS = TUNE_KEYS | {"experiment_tag"}
+#: Prefixes a model's state dict has when it was saved from the DDP or ``torch.compile`` wrapper.
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def load_results(experiment_dir: str | os.PathLike) -> "SweepResults":
+    """Read the sweep in ``experiment_dir`` (what :func:`tune_service.run` wrote), finished or running.
+
+    Raises:
+        TuneServiceError: the directory is not a tune-service experiment directory, or it has no
+            ``summary.json`` and no ``sweep.json`` to read its trials' directories by.
+    """
+    directory = Path(experiment_dir).resolve()
+    if not directory.is_dir():
+        raise TuneServiceError(f"results: {str(directory)!r} is not a directory")
+    summary = load_summary(directory) if (directory / layout.SUMMARY_FILE).is_file() else None
+    saved = _read_sweep_file(directory)
+    if summary is None and saved is None:
+        raise TuneServiceError(f"results: {str(directory)!r} has neither {layout.SUMMARY_FILE} nor "
+                               f"{layout.SWEEP_FILE}; is it the directory of a tune-service sweep?")
+    return SweepResults(directory, summary, saved)
+
+
+class SweepResults:
+    """A sweep's trials and reports as DataFrames, its best trial, that trial's checkpoint and model, and
+    a spec that trains the best configuration again. Built by :func:`load_results`; read-only."""
+
+    def __init__(self, experiment_dir: Path, summary: SweepResult | None, saved: Mapping[str, Any] | None):
+        self.experiment_dir = Path(experiment_dir)
+        self._saved = saved
+        if summary is not None:
+            self.metric, self.mode = summary.metric, summary.mode
+        else:
+            self.metric, self.mode = self.spec.metric.name, self.spec.metric.mode
+        self._extra = dict(summary.extra) if summary is not None else {}
+        #: True when ``summary.json`` is absent or was written while the sweep ran.
+        self.partial: bool = summary is None or bool(summary.extra.get(IN_PROGRESS_KEY))
+        records = list(summary.trials) if summary is not None else []
+        directories = layout.trial_dirs(self.experiment_dir)
+        listed = {r.trial_id for r in records}
+        reports = {trial_id: layout.read_trial_results(layout.trial_results_file(self.experiment_dir, trial_id))
+                   for trial_id in [*listed, *directories]}
+        # A running trial's record in a partial summary is as old as the summary: its directory is newer.
+        records = [self._record_from_files(r.trial_id, reports[r.trial_id], r.config)
+                   if r.status == RUNNING and r.trial_id in directories else r for r in records]
+        unlisted = sorted((trial_id for trial_id in directories if trial_id not in listed),
+                          key=lambda trial_id: (_started(reports[trial_id]), trial_id))
+        records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
+        #: Every trial as a :class:`~tune_service.results.sweep_result.TrialRecord`, as in ``trials``.
+        self.records: tuple[TrialRecord, ...] = tuple(records)
+        #: The best trial (None while no trial has a finite value of the metric).
+        self.best: TrialRecord | None = best_trial(self.records, self.metric, self.mode)
+        #: One row per trial (see the module's docstring for the columns).
+        self.trials: pd.DataFrame = self._trials_frame(reports)
+        #: One row per report of every trial, the last of each epoch (see the module's docstring).
+        self.history: pd.DataFrame = _history_frame(self.records, reports)
+
+    def __repr__(self) -> str:
+        counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()
+        return (f"SweepResults({str(self.experiment_dir)!r}, {len(self.records)} trials {counts}, "
+                f"best {None if self.best is None else self.best.trial_id})")
+
+    # -- the best trial -------------------------------------------------------------------------------
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        return self.best.config if self.best else None
+
+    @property
+    def best_metrics(self) -> dict[str, Any] | None:
+        return self.best.metrics if self.best else None
+
+    @property
+    def result(self) -> SweepResult:
+        """The same trials as a :class:`~tune_service.results.sweep_result.SweepResult` (what ``run`` returns)."""
+        return SweepResult(str(self.experiment_dir), self.metric, self.mode, self.records, self.best, self._extra)
+
+    def leaderboard(self, top: int = 10) -> str:
+        """The best ``top`` trials as a text table (see :meth:`SweepResult.leaderboard`)."""
+        return self.result.leaderboard(top)
+
+    def ranked(self) -> list[TrialRecord]:
+        """Every trial, best first; those without a usable value of the metric last."""
+        return rank_trials(self.records, self.metric, self.mode)
+
+    @property
+    def best_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint directory of the best trial (it holds ``state.pt``), or None."""
+        if self.best is None:
+            return None
+        return latest_checkpoint_dir(layout.trial_dir(self.experiment_dir, self.best.trial_id))
+
+    def load_best_model(self, task: Any = None):
+        """The best trial's model: built by the sweep's task (from ``sweep.json``) with the trial's config
+        over the task's defaults, its weights loaded from :attr:`best_checkpoint` onto the CPU, in eval
+        mode. A state saved from a DDP (``module.``) or compiled (``_orig_mod.``) wrapper loads too.
+
+        Args:
+            task: the task object, if the sweep was run with one (``run(..., task=...)``).
+
+        Raises:
+            TuneServiceError: no best trial, no checkpoint of it, or a task that cannot rebuild the model.
+        """
+        from tune_service.tasks import resolve_task
+        from tune_service.training.checkpoint import load_state
+
+        best = self._require_best("load its model")
+        checkpoint = self.best_checkpoint
+        if checkpoint is None:
+            raise TuneServiceError(f"results: the best trial {best.trial_id} of {str(self.experiment_dir)!r} has no "
+                                   f"checkpoint (training.checkpoint_every: 0?)")
+        if task is None and self._saved is not None and self._saved.get("task_object"):
+            raise TuneServiceError(f"task: this sweep ran with a task object ({self._saved['task_object']}); "
+                                   f"pass the same task to load_best_model(task=...)")
+        resolved = resolve_task(task if task is not None else self.spec.task)
+        if resolved.task is None:
+            raise TuneServiceError(f"task: {resolved.reference} is a train_loop_per_worker, whose checkpoints are "
+                                   f"its own; load {str(checkpoint)!r} with your own code")
+        model = resolved.task.model({**resolved.task.defaults, **best.config})
+        model.load_state_dict(_unwrapped_state(load_state(checkpoint, map_location="cpu")["model"]))
+        return model.eval()
+
+    def best_spec(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
+        """A spec that trains the best configuration once: the sweep's own (from ``sweep.json``), named
+        ``<name>-best``, with every parameter fixed to the best trial's value (``{value: ...}``; a
+        conditional parameter the trial did not receive is left out), ``method: grid``, ``run_cap: 1``
+        and a FIFO scheduler over the sweep's epoch budget (``scheduler.max_t``), no early stopping.
+
+        Args:
+            path: where to write it as YAML (``tune-run PATH`` then runs it); not written when None.
+
+        Returns:
+            The spec as a mapping (what :func:`tune_service.load_spec` takes).
+
+        Raises:
+            TuneServiceError: no best trial yet, or no ``sweep.json`` in the experiment directory.
+        """
+        best = self._require_best("write its spec")
+        spec = self.spec
+        source = copy.deepcopy(dict(spec.source))
+        source.pop("early_terminate", None)  # W&B's early stopping, read as the scheduler: none now
+        fixed = {}
+        for parameter in spec.parameters:
+            found, value = _lookup(best.config, parameter.name)
+            if found:
+                fixed[parameter.name] = {"value": value}
+        source.update(
+            name=f"{spec.name}-best", method="grid", run_cap=1, parameters=fixed,
+            scheduler={"type": "fifo", "max_t": spec.scheduler.max_t},
+            description=f"the best trial ({best.trial_id}) of sweep {spec.name}: "
+                        f"{self.metric} {best.metrics.get(self.metric)!r}",
+        )
+        from tune_service.spec import load_spec
+
+        load_spec(source)  # what it writes runs
+        if path is not None:
+            header = [f"# The best configuration of the sweep in {self.experiment_dir}, trained once: tune-run this file."]
+            task_object = (self._saved or {}).get("task_object")
+            if task_object:
+                header.append(f"# The sweep ran with a task object ({task_object}): pass it again, "
+                              f"tune_service.run(this file, task=...).")
+            text = "\n".join(header) + "\n" + yaml.safe_dump(plain(source), sort_keys=False)
+            layout.atomic_write(Path(path), text)
+        return source
+
+    @cached_property
+    def spec(self):
+        """The sweep's spec, from ``sweep.json`` (a :class:`~tune_service.spec.SweepSpec`).
+
+        Raises:
+            TuneServiceError: the experiment directory has no ``sweep.json``.
+        """
+        from tune_service.spec import load_spec
+
+        if self._saved is None:
+            raise TuneServiceError(f"results: {str(self.experiment_dir)!r} has no {layout.SWEEP_FILE}, which "
+                                   f"holds the sweep's spec")
+        return load_spec(self._saved["spec"])
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def _require_best(self, what: str) -> TrialRecord:
+        if self.best is None:
+            raise TuneServiceError(f"results: no trial of {str(self.experiment_dir)!r} has a finite {self.metric} "
+                                   f"yet, so there is no best trial to {what}")
+        return self.best
+
+    def _max_t(self) -> int:
+        max_t = self._extra.get("max_t")
+        return int(max_t) if isinstance(max_t, int) else self.spec.scheduler.max_t
+
+    def _record_from_files(self, trial_id: str, reports: list[dict[str, Any]],
+                           config: dict[str, Any] | None = None) -> TrialRecord:
+        """A trial's record from its directory and its ``reports`` (for a trial ``summary.json`` does not
+        list, or lists as running); ``config``: the summary's, if it has one."""
+        trial_dir = layout.trial_dir(self.experiment_dir, trial_id)
+        last = reports[-1] if reports else {}
+        if config is None:
+            config = layout.read_trial_params(trial_dir)
+            config = config if config is not None else last.get("config", {})
+        epochs = max((int(e) for e in (_epoch_of(r) for r in reports) if e is not None), default=0)
+        failure = layout.read_trial_error(trial_dir)
+        # A failure the trial has reported after (Tune's timestamps are whole seconds) was retried.
+        failed = failure is not None and not (_is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
+        error = None
+        if epochs >= self._max_t():
+            status = "completed"
+        elif last.get("done") is True:
+            status = "stopped"
+        elif failed:
+            status, error = "failed", _one_line(failure[0])
+        else:
+            status = RUNNING
+        metrics = {k: v for k, v in last.items() if k not in _NOT_METRICS}
+        return TrialRecord(trial_id, status, plain(config), plain(metrics), epochs, error)
+
+    def _trials_frame(self, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
+        rows, metric_columns, config_columns = [], {self.metric: None}, {}
+        for record in self.records:
+            times = [r[TIME_COLUMN] for r in reports[record.trial_id] if _is_number(r.get(TIME_COLUMN))]
+            row = {"trial_id": record.trial_id, "status": record.status, "epochs": record.epochs,
+                   TIME_COLUMN: float(times[-1]) if times else math.nan, "error": record.error}
+            for key, value in record.metrics.items():
+                if key not in _NOT_METRICS and key not in row:
+                    row[key] = value
+                    metric_columns.setdefault(key)
+            for key, value in flatten(record.config).items():
+                row[CONFIG_PREFIX + key] = value
+                config_columns.setdefault(CONFIG_PREFIX + key)
+            rows.append(row)
+        if not any(self.metric in row for row in rows):
+            metric_columns.pop(self.metric)
+        return pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *metric_columns, *config_columns])
+
+
+def _one_line(line: str) -> str:
+    """The last line of Tune's ``error.txt`` as ``Type: message`` (as
+    :func:`~tune_service.results.sweep_result.one_line_error` writes a trial's error), redacted."""
+    head, sep, message = line.partition(": ")
+    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head):
+        line = f"{head.rsplit('.', 1)[-1]}: {message}"
+    return redact_text(line)[:500]
+
+
+def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
+    rows, metric_columns = [], {}
+    for record in records:
+        by_epoch: dict[Any, dict[str, Any]] = {}
+        for index, report in enumerate(reports[record.trial_id]):
+            epoch = _epoch_of(report)
+            row = {"trial_id": record.trial_id, "epoch": epoch}
+            for key, value in report.items():
+                if key not in _NOT_METRICS and key not in row:
+                    row[key] = value
+                    metric_columns.setdefault(key)
+            row[TIME_COLUMN] = report.get(TIME_COLUMN, math.nan)
+            by_epoch.pop(epoch if epoch is not None else ("report", index), None)  # the newest is kept, in order
+            by_epoch[epoch if epoch is not None else ("report", index)] = row
+        rows += sorted(by_epoch.values(), key=lambda r: (r["epoch"] is None, r["epoch"] or 0))
+    return pd.DataFrame(rows, columns=["trial_id", "epoch", *metric_columns, TIME_COLUMN])
+
+
+def trial_history(experiment_dir: str | Path, trial_id: str, metric: str) -> list[tuple[int, float]]:
+    """``(epoch, metric)`` of every report of a trial, from Tune's ``result.json`` in its directory. A
+    resumed trial may repeat an epoch: the last report of each epoch counts."""
+    by_epoch: dict[int, float] = {}
+    for row in layout.read_trial_results(layout.trial_results_file(experiment_dir, trial_id)):
+        value, epoch = row.get(metric), row.get("epoch", row.get("training_iteration"))
+        if isinstance(value, (int, float)) and isinstance(epoch, (int, float)):
+            by_epoch[int(epoch)] = float(value)
+    return sorted(by_epoch.items())
+
+
+def _epoch_of(report: Mapping[str, Any]) -> int | None:
+    """A report's epoch (the scheduler's time unit), or Tune's count of reports when it has none."""
+    for key in (layout.TIME_ATTR, "training_iteration"):
+        if _is_number(report.get(key)):
+            return int(report[key])
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _started(reports: list[dict[str, Any]]) -> float:
+    """When a trial first reported (Tune's ``timestamp``), to order the trials the summary does not list;
+    those yet to report come last."""
+    first = reports[0].get("timestamp") if reports else None
+    return float(first) if _is_number(first) else math.inf
+
+
+def _read_sweep_file(directory: Path) -> dict[str, Any] | None:
+    try:
+        saved = layout.read_sweep_file(directory)
+    except (OSError, ValueError) as err:
+        raise TuneServiceError(f"results: cannot read {str(directory / layout.SWEEP_FILE)!r} "
+                               f"({type(err).__name__})") from None
+    if saved is not None and not isinstance(saved.get("spec"), dict):
+        raise TuneServiceError(f"results: {str(directory / layout.SWEEP_FILE)!r} holds no spec")
+    return saved
+
+
+def _lookup(config: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+    """The value of the parameter with dotted ``name`` in a trial's ``config`` (nested, or with the name as
+    one flat key, as :func:`tune_service.spec.configs.nest` leaves some), and whether it is there."""
+    if name in config:
+        return True, config[name]
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        if isinstance(config.get(head), Mapping):
+            found, value = _lookup(config[head], ".".join(parts[cut:]))
+            if found:
+                return True, value
+    return False, None
+
+
+def _unwrapped_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's state dict without the prefixes of the wrappers it may have been saved from."""
+    state = dict(state)
+    while state:
+        prefix = next((p for p in _WRAPPER_PREFIXES if all(k.startswith(p) for k in state)), None)
+        if prefix is None:
+            break
+        state = {k[len(prefix):]: v for k, v in state.items()}
+    return state

@@ -1,0 +1,152 @@
+"""A running sweep, trial by trial, as Tune reports it: what the live view shows, and the
+``summary.json`` that is written each time a trial ends, so a running sweep can be read
+(``tune-run results DIR``, ``tune_service.load_results``) before it finishes.
+
+:class:`SweepProgress` is a Tune callback in the driver. It keeps one :class:`TrialRecord` per trial,
+with the statuses of :mod:`~tune_service.results.sweep_result` plus ``running`` (started, not ended),
+and tells its observers (:class:`ProgressObserver`, such as the live view) of every change. A partial
+summary carries ``"in_progress": true``; the summary written when the sweep ends replaces it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+from tune_service.experiment.callbacks import DriverCallback
+from tune_service.redaction import redact_text
+from tune_service.experiment.layout import TIME_ATTR
+from tune_service.results.sweep_result import (
+    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, write,
+)
+from tune_service.spec.configs import plain
+
+logger = logging.getLogger(__name__)
+
+
+class ProgressObserver(Protocol):
+    """What a view of a running sweep is told. ``progress`` holds every trial's record."""
+
+    def trial_started(self, progress: "SweepProgress", trial: TrialRecord) -> None: ...
+
+    def trial_reported(self, progress: "SweepProgress", trial: TrialRecord) -> None: ...
+
+    def trial_ended(self, progress: "SweepProgress", trial: TrialRecord) -> None: ...
+
+    def tick(self, progress: "SweepProgress") -> None:
+        """Called once per step of Tune's loop (several times a second): a chance to redraw."""
+
+
+class SweepProgress(DriverCallback):
+    """Every trial's record while the sweep runs; ``summary.json`` rewritten when a trial ends.
+
+    Args:
+        experiment_dir: where ``summary.json`` goes.
+        max_t: a trial that reached it is ``completed``; one that ended before it, ``stopped``.
+        total: the trial budget (``run_cap`` or the grid's size).
+        previous: on resume, the summary the sweep had: its ended trials are kept as they were.
+    """
+
+    def __init__(self, experiment_dir: str | Path, metric: str, mode: str, max_t: int, total: int,
+                 observers: Iterable[ProgressObserver] = (), previous: SweepResult | None = None):
+        super().__init__(f"{Path(experiment_dir).name}/progress")
+        self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
+        self.max_t, self.total = max_t, total
+        self.observers = list(observers)
+        self.started_at = time.monotonic()
+        self.trials: dict[str, TrialRecord] = {}
+        for t in previous.trials if previous else ():
+            if t.status in ENDED:
+                self.trials[t.trial_id] = t
+        self._write_failed = False
+
+    # -- what the views read -------------------------------------------------------------------------
+    @property
+    def ended(self) -> list[TrialRecord]:
+        return [t for t in self.trials.values() if t.status in ENDED]
+
+    @property
+    def running(self) -> list[TrialRecord]:
+        return [t for t in self.trials.values() if t.status == "running"]
+
+    @property
+    def best(self) -> TrialRecord | None:
+        return best_trial(self.ended, self.metric, self.mode)
+
+    def snapshot(self) -> SweepResult:
+        """The sweep so far, as a :class:`SweepResult` marked in progress."""
+        trials = tuple(self.trials.values())
+        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best_trial(trials, self.metric, self.mode),
+                           {IN_PROGRESS_KEY: True, "max_t": self.max_t})
+
+    # -- Tune's events -------------------------------------------------------------------------------
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        record = self._update(trial, "running", getattr(trial, "last_result", None) or {})
+        for observer in self.observers:
+            observer.trial_started(self, record)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        record = self._update(trial, "running", result)
+        for observer in self.observers:
+            observer.trial_reported(self, record)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        record = self._update(trial, None, getattr(trial, "last_result", None) or {})
+        self._ended(replace(record, status="completed" if record.epochs >= self.max_t else "stopped"))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        record = self._update(trial, None, getattr(trial, "last_result", None) or {})
+        self._ended(replace(record, status="failed", error=_error_of(trial)))
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        for observer in self.observers:
+            observer.tick(self)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+    def _update(self, trial: Any, status: str | None, result: dict) -> TrialRecord:
+        old = self.trials.get(trial.trial_id)
+        metrics = {k: v for k, v in result.items() if k not in TUNE_KEYS}
+        epochs = int(result.get(TIME_ATTR) or result.get("training_iteration") or (old.epochs if old else 0))
+        record = TrialRecord(trial.trial_id, status or (old.status if old else "running"), plain(trial.config or {}),
+                             plain(metrics) or (old.metrics if old else {}), epochs)
+        self.trials[trial.trial_id] = record
+        return record
+
+    def _ended(self, record: TrialRecord) -> None:
+        self.trials[record.trial_id] = record
+        self._write_summary()
+        for observer in self.observers:
+            observer.trial_ended(self, record)
+
+    def _write_summary(self) -> None:
+        try:
+            write(self.snapshot())
+        except OSError as err:  # the summary at the end is written again; the sweep goes on
+            if not self._write_failed:
+                logger.warning("summary.json not updated (%s); trying again when the next trial ends", err)
+            self._write_failed = True
+
+
+def _error_of(trial: Any) -> str:
+    """A failed trial's error on one line, from the files Tune writes before it calls the callbacks (in
+    the trial's local directory: ``get_error`` reads storage, which is synced later)."""
+    path = trial.pickled_error_file
+    if path and Path(path).is_file():
+        import cloudpickle
+
+        try:
+            return one_line_error(cloudpickle.loads(Path(path).read_bytes()))
+        except Exception:  # an error that does not unpickle here: its text below
+            pass
+    path = trial.error_file
+    if path and Path(path).is_file():
+        lines = [line.strip() for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
+        return redact_text(lines[-1])[:500] if lines else "the trial failed"
+    return "the trial failed"
+
+
+#: The statuses of a trial that has ended (for this run of the driver).
+ENDED = frozenset({"completed", "stopped", "failed"})

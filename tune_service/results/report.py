@@ -1,0 +1,485 @@
+"""A sweep's report: one self-contained HTML page (``report.html`` in the experiment directory) that
+opens offline, in any browser, with no server and no network: plotly.js is inlined once, every chart
+is drawn from data in the page.
+
+What it shows, each chart in a ``<div class="chart" data-chart="NAME">`` (a chart that cannot be
+drawn is a ``<p class="note" data-chart="NAME">`` saying why):
+
+- ``learning_curves``: the sweep's metric per epoch, one line per trial that reported (from Tune's
+  ``trial_<id>/result.json``, :func:`tune_service.results.analysis.trial_history`), coloured by the
+  trial's final status, the best trial drawn thick; the scheduler's rungs (``extra["rungs"]``) dashed;
+- ``parallel_coordinates``: one line per trial with a final value, across the searched parameters (the
+  config keys, flattened, whose values differ between trials) and the metric, coloured by the metric;
+  categorical values get one tick each, positive values spanning 100x or more a log10 axis;
+- ``importance``: how much each searched parameter decides the final metric (:func:`parameter_importance`);
+- ``best_by_trial``: each trial's final value and the best so far, in trial order;
+- ``best_by_compute``: the same against the compute spent, the cumulative trial-epochs of the trials
+  so far in trial order (or their cumulative trial time, from the last report's ``time_total_s``:
+  a toggle on the chart when every trial that reported has it);
+- the trial table (``<table id="trials">``): every trial, its status, epochs, final value, time,
+  searched parameters and error, best first; a click on a header sorts by that column.
+
+When the page has drawn a chart, the chart's div gets ``data-rendered="N"``, N its number of traces
+(a check for a headless browser). A failed trial has no final value: it is drawn where it reported
+(learning curves, table) and left out of the rest.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
+from tune_service.results.analysis import trial_history
+from tune_service.results.sweep_result import SweepResult, TrialRecord, rank_trials
+from tune_service.spec.configs import flatten
+
+#: Fewer trials with a final value than this: no importance chart, a note instead.
+MIN_TRIALS_FOR_IMPORTANCE = 4
+STATUS_COLOURS = {"completed": "#2ca02c", "stopped": "#ff7f0e", "failed": "#d62728", "interrupted": "#7f7f7f",
+                  "running": "#1f77b4"}
+_OTHER_COLOUR = "#17becf"
+_PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+#: Run once a chart is drawn (plotly's promise resolved): marks its container with the trace count.
+_RENDERED = ("var gd = document.getElementById('{plot_id}');"
+             " gd.closest('.chart').setAttribute('data-rendered', String(gd.data.length));")
+
+
+def write_report(result: SweepResult, path: Path | None = None) -> Path:
+    """Write the report of ``result`` to ``path`` (default: ``report.html`` in its experiment
+    directory), atomically; the path written."""
+    path = Path(result.experiment_dir) / REPORT_FILE if path is None else Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, render_report(result))
+    return path
+
+
+def render_report(result: SweepResult) -> str:
+    """The report's HTML."""
+    trials = _trials(result)
+    keys = searched_parameters(result.trials)
+    page = _Page()
+    page.section("Learning curves", "learning_curves", *_learning_curves(result, trials, keys))
+    page.section("Parallel coordinates", "parallel_coordinates", *_parallel_coordinates(result, keys))
+    page.section("Parameter importance", "importance", *_importance(result, keys))
+    page.section("Best value by trial", "best_by_trial", *_best_by_trial(result, trials))
+    page.section("Best value by compute", "best_by_compute", *_best_by_compute(result, trials))
+    page.body.append(f"<section><h2>Trials</h2>{_table(result, trials, keys)}</section>")
+    return page.html(f"Sweep report: {Path(result.experiment_dir).name}", _header(result))
+
+
+# -- the data ---------------------------------------------------------------------------------------
+
+
+class _Trial:
+    """A trial with what its ``result.json`` says: its curve and its own time."""
+
+    def __init__(self, record: TrialRecord, history: list[tuple[int, float]], seconds: float | None,
+                 value: float | None):
+        self.record, self.history, self.seconds, self.value = record, history, seconds, value
+
+
+def _trials(result: SweepResult) -> list[_Trial]:
+    trials = []
+    for record in result.trials:
+        rows = read_trial_results(trial_results_file(result.experiment_dir, record.trial_id))
+        seconds = rows[-1].get("time_total_s") if rows else None
+        seconds = float(seconds) if _is_number(seconds) else None
+        history = trial_history(result.experiment_dir, record.trial_id, result.metric) if rows else []
+        trials.append(_Trial(record, history, seconds, final_value(record, result.metric)))
+    return trials
+
+
+def final_value(trial: TrialRecord, metric: str) -> float | None:
+    """The trial's last reported value of ``metric``; None when it failed or has no finite value."""
+    value = trial.metrics.get(metric)
+    return float(value) if trial.status != "failed" and _is_number(value) and math.isfinite(value) else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def searched_parameters(trials) -> list[str]:
+    """The flattened config keys (``opt.lr``) whose values differ between trials, sorted."""
+    configs = [flatten(t.config) for t in trials]
+    keys = {k for c in configs for k in c}
+    return sorted(k for k in keys if len({_key(c.get(k)) for c in configs}) > 1)
+
+
+class _Axis(NamedTuple):
+    """One parameter's values as numbers (for an axis or a model) and the axis's ticks (None: the
+    axis labels itself)."""
+
+    values: list[float]
+    tickvals: list[float] | None = None
+    ticktext: list[str] | None = None
+    log: bool = False
+
+
+def _encode(values: list[Any]) -> _Axis:
+    """Numbers stay numbers, on a log10 axis when they look log-distributed (:func:`_looks_log`);
+    anything else, or a column with gaps (a parameter some configs lack), is categorical: one index
+    per distinct value."""
+    if all(_is_number(v) and math.isfinite(v) for v in values):
+        if not _looks_log(values):
+            return _Axis([float(v) for v in values])
+        low, high = math.log10(min(values)), math.log10(max(values))
+        ticks = [float(e) for e in range(math.ceil(low), math.floor(high) + 1)]  # the decades inside
+        ticks = sorted(ticks + [end for end in (low, high) if all(abs(end - t) > 0.25 for t in ticks)])
+        return _Axis([math.log10(v) for v in values], ticks, [f"{10 ** t:.3g}" for t in ticks], log=True)
+    labels = sorted({_key(v) for v in values})
+    index = {label: float(i) for i, label in enumerate(labels)}
+    return _Axis([index[_key(v)] for v in values], list(index.values()), [_short(json.loads(x)) for x in labels])
+
+
+def _looks_log(values: list[float]) -> bool:
+    """Positive, spanning 100x or more, and bunched at the bottom of a linear axis (the median in its
+    lowest tenth): a log-uniform learning rate is, a uniform dropout from near 0 is not."""
+    low, high = min(values), max(values)
+    if low <= 0 or high / low < 100:
+        return False
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] - low < 0.1 * (high - low)
+
+
+def _short(value: Any) -> str:
+    """A value as a short label (parcoords' tick labels are plain text: not escaped here)."""
+    text = "-" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def parameter_importance(result: SweepResult) -> dict[str, float] | None:
+    """Each searched parameter's share of the importance for the final metric, largest first; None
+    when it cannot be estimated (fewer than :data:`MIN_TRIALS_FOR_IMPORTANCE` trials with a final
+    value, no searched parameter, or a metric that does not vary).
+
+    The method: a random forest (scikit-learn's ``RandomForestRegressor``, 100 trees, fixed seed)
+    fitted on (config -> the rank of the trial's final value) over the trials with a final value
+    (failed ones left out), then permutation importance on it: how much the forest's fit worsens when
+    one parameter's column is shuffled (10 repeats). Permutation rather than the forest's impurity
+    importance, which favours parameters with many distinct values (a float learning rate over a
+    two-way choice); ranks rather than values, so that one diverged trial does not decide everything.
+    Numbers are used as they are, anything else ordinal-encoded (trees split an ordinal code as well
+    as a one-hot one, and one column keeps one importance per parameter). Negative importances (noise)
+    count as 0; the rest is scaled to sum to 1. Trials stopped early are compared on their last value,
+    as the leaderboard does.
+    """
+    usable = [t for t in result.trials if final_value(t, result.metric) is not None]
+    keys = searched_parameters(usable)
+    values = [final_value(t, result.metric) for t in usable]
+    if len(usable) < MIN_TRIALS_FOR_IMPORTANCE or not keys or len(set(values)) < 2:
+        return None
+    import numpy as np
+    from scipy.stats import rankdata
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.inspection import permutation_importance
+
+    configs = [flatten(t.config) for t in usable]
+    columns = [_encode([c.get(k) for c in configs]).values for k in keys]
+    x = np.array(columns, dtype=float).T
+    y = rankdata(values)
+    forest = RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=0, n_jobs=1).fit(x, y)
+    found = permutation_importance(forest, x, y, n_repeats=10, random_state=0).importances_mean
+    shares = np.clip(found, 0.0, None)
+    total = float(shares.sum())
+    if total <= 0.0:
+        return None
+    ranked = sorted(zip(keys, (float(s) / total for s in shares)), key=lambda pair: -pair[1])
+    return dict(ranked)
+
+
+# -- the charts: each returns (figure, None) or (None, a note) --------------------------------------
+
+
+def _figure(**layout: Any):
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    figure.update_layout(template="plotly_white", height=460, margin=dict(l=60, r=30, t=30, b=50),
+                         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    figure.update_layout(**layout)
+    return figure
+
+
+def _hover_config(record: TrialRecord, keys: list[str]) -> str:
+    config = flatten(record.config)
+    return "<br>".join(f"{html.escape(k)}={html.escape(_short(config.get(k)))}" for k in keys)
+
+
+def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str]):
+    import plotly.graph_objects as go
+
+    drawn = [t for t in trials if t.history]
+    if not drawn:
+        return None, "No trial has per-epoch reports (trial_<id>/result.json) with the metric."
+    rungs = [r for r in result.extra.get("rungs", []) if _is_number(r)]
+    figure = _figure(xaxis_title="epoch" + (" (dashed: the scheduler's rungs)" if rungs else ""),
+                     yaxis_title=html.escape(result.metric), hovermode="closest")
+    best_id = result.best.trial_id if result.best else None
+    legend_shown = set()
+    for trial in sorted(drawn, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
+        status, best = trial.record.status, trial.record.trial_id == best_id
+        epochs, values = zip(*trial.history)
+        figure.add_trace(go.Scatter(
+            x=list(epochs), y=list(values), mode="lines+markers",
+            name=f"best: {html.escape(trial.record.trial_id)}" if best else status,
+            legendgroup="best" if best else status, showlegend=best or status not in legend_shown,
+            line=dict(color=STATUS_COLOURS.get(status, _OTHER_COLOUR), width=4 if best else 1.5),
+            marker=dict(size=6 if best else 4), opacity=1.0 if best else 0.75,
+            hovertemplate=(f"trial {html.escape(trial.record.trial_id)} ({status})<br>epoch %{{x}}: %{{y:.4g}}"
+                           f"<br>{_hover_config(trial.record, keys)}<extra></extra>"),
+        ))
+        if not best:
+            legend_shown.add(status)
+    for rung in rungs:
+        figure.add_vline(x=rung, line=dict(color="#999", dash="dash", width=1),
+                         annotation_text=f"rung {rung:g}", annotation_position="top right",
+                         annotation_font=dict(size=10, color="#666"))
+    return figure, None
+
+
+def _parallel_coordinates(result: SweepResult, keys: list[str]):
+    import plotly.graph_objects as go
+
+    usable = rank_trials([t for t in result.trials if final_value(t, result.metric) is not None],
+                         result.metric, result.mode)[::-1]
+    if not keys:
+        return None, "No parameter was searched (every trial has the same config)."
+    if len(usable) < 2:
+        return None, "Fewer than two trials have a final value."
+    configs = [flatten(t.config) for t in usable]
+    dimensions = []
+    for key in keys:
+        axis = _encode([c.get(key) for c in configs])
+        dimension = dict(label=html.escape(key + (" (log)" if axis.log else "")), values=axis.values)
+        if axis.tickvals is not None:
+            dimension.update(tickvals=axis.tickvals, ticktext=axis.ticktext)
+        dimensions.append(dimension)
+    scores = [final_value(t, result.metric) for t in usable]
+    dimensions.append(dict(label=html.escape(result.metric), values=scores))
+    left_out = len(result.trials) - len(usable)
+    figure = _figure(margin=dict(l=70, r=70, t=60, b=60))
+    figure.add_trace(go.Parcoords(
+        dimensions=dimensions,
+        line=dict(color=scores, colorscale="Viridis", reversescale=result.mode == "min", showscale=True,
+                  colorbar=dict(title=dict(text=html.escape(result.metric)))),
+        labelangle=0,
+    ))
+    if left_out:
+        figure.add_annotation(text=f"{left_out} trial(s) without a final value (failed) left out",
+                              xref="paper", yref="paper", x=0, y=-0.14, showarrow=False,
+                              font=dict(size=11, color="#666"))
+    return figure, None
+
+
+def _importance(result: SweepResult, keys: list[str]):
+    import plotly.graph_objects as go
+
+    if not keys:
+        return None, "No parameter was searched: nothing to rank."
+    shares = parameter_importance(result)
+    if shares is None:
+        return None, (f"Not enough to estimate importance: it needs at least {MIN_TRIALS_FOR_IMPORTANCE} "
+                      f"trials with a final value of {result.metric} that differ.")
+    names = list(shares)[::-1]  # the largest on top
+    figure = _figure(height=max(220, 60 + 36 * len(names)), xaxis_title="share of importance",
+                     xaxis_tickformat=".0%", margin=dict(l=160, r=30, t=20, b=50))
+    figure.add_trace(go.Bar(x=[shares[n] for n in names], y=[html.escape(n) for n in names],
+                            orientation="h", marker_color="#4c78a8", name="importance",
+                            hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    return figure, None
+
+
+def _best_so_far(values: list[float | None], mode: str) -> list[float | None]:
+    best: float | None = None
+    out = []
+    for value in values:
+        if value is not None and (best is None or (value < best if mode == "min" else value > best)):
+            best = value
+        out.append(best)
+    return out
+
+
+def _best_traces(result: SweepResult, trials: list[_Trial], xs: list[float]):
+    import plotly.graph_objects as go
+
+    values = [t.value for t in trials]
+    points = [(x, t) for x, t in zip(xs, trials) if t.value is not None]
+    return [
+        go.Scatter(x=[x for x, _ in points], y=[t.value for _, t in points], mode="markers",
+                   name="a trial's final value (colour: its status)",
+                   marker=dict(size=8, color=[STATUS_COLOURS.get(t.record.status, _OTHER_COLOUR) for _, t in points]),
+                   text=[f"trial {html.escape(t.record.trial_id)} ({t.record.status})" for _, t in points],
+                   hovertemplate="%{text}<br>%{y:.4g}<extra></extra>"),
+        go.Scatter(x=xs, y=_best_so_far(values, result.mode), mode="lines", name="best so far",
+                   line=dict(color="black", width=2.5, shape="hv"), connectgaps=False,
+                   hovertemplate="best so far: %{y:.4g}<extra></extra>"),
+    ]
+
+
+def _best_by_trial(result: SweepResult, trials: list[_Trial]):
+    if all(t.value is None for t in trials):
+        return None, "No trial has a final value."
+    figure = _figure(xaxis_title="trial (in the order they were created)", yaxis_title=html.escape(result.metric))
+    figure.add_traces(_best_traces(result, trials, list(range(1, len(trials) + 1))))
+    if len(trials) <= 25:
+        figure.update_xaxes(dtick=1)
+    return figure, None
+
+
+def _cumulative(values: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for value in values:
+        total += value
+        out.append(total)
+    return out
+
+
+def _best_by_compute(result: SweepResult, trials: list[_Trial]):
+    if all(t.value is None for t in trials):
+        return None, "No trial has a final value."
+    epochs = _cumulative([float(t.record.epochs) for t in trials])
+    figure = _figure(xaxis_title="compute: cumulative trial-epochs", yaxis_title=html.escape(result.metric))
+    figure.add_traces(_best_traces(result, trials, epochs))
+    timed = all(t.seconds is not None for t in trials if t.history)
+    if timed:
+        seconds = _cumulative([t.seconds or 0.0 for t in trials])
+        points_at = [i for i, t in enumerate(trials) if t.value is not None]
+
+        def view(xs: list[float], title: str, label: str) -> dict[str, Any]:
+            return dict(label=label, method="update",
+                        args=[{"x": [[xs[i] for i in points_at], xs]}, {"xaxis.title.text": title}])
+
+        figure.update_layout(updatemenus=[dict(
+            type="buttons", direction="right", x=1.0, xanchor="right", y=1.02, yanchor="bottom",
+            buttons=[view(epochs, "compute: cumulative trial-epochs", "trial-epochs"),
+                     view(seconds, "compute: cumulative trial time (s)", "trial time")])],
+            margin=dict(t=60))
+    return figure, None
+
+
+# -- the page -----------------------------------------------------------------------------------------
+
+
+def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
+    ranked = {t.trial_id: i + 1 for i, t in enumerate(rank_trials(result.trials, result.metric, result.mode))}
+    with_errors = any(t.record.error for t in trials)
+    header = ["rank", "#", "trial", "status", "epochs", result.metric, "time (s)", *keys]
+    header += ["error"] if with_errors else []
+    best_id = result.best.trial_id if result.best else None
+    rows = []
+    for number, trial in sorted(enumerate(trials, 1), key=lambda pair: ranked[pair[1].record.trial_id]):
+        record, config = trial.record, flatten(trial.record.config)
+        cells = [ranked[record.trial_id], number, record.trial_id, record.status, record.epochs,
+                 record.metrics.get(result.metric), trial.seconds, *(config.get(k) for k in keys)]
+        cells += [record.error] if with_errors else []
+        tds = "".join(f'<td data-sort="{html.escape(_sort_key(c))}"{_status_class(i == 3, record.status)}>'
+                      f"{html.escape(_cell(c))}</td>" for i, c in enumerate(cells))
+        best = ' class="best"' if record.trial_id == best_id else ""
+        rows.append(f"<tr{best}>{tds}</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    return f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _status_class(is_status: bool, status: str) -> str:
+    return f' class="status-{html.escape(status)}"' if is_status else ""
+
+
+def _cell(value: Any) -> str:
+    return _fmt(value) if not isinstance(value, (dict, list)) else json.dumps(value, default=str)
+
+
+def _sort_key(value: Any) -> str:
+    return repr(float(value)) if _is_number(value) else _cell(value)
+
+
+def _header(result: SweepResult) -> str:
+    counts: dict[str, int] = {}
+    for t in result.trials:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    summary = ", ".join(f'<span class="status-{html.escape(s)}">{n} {html.escape(s)}</span>' for s, n in counts.items())
+    best = result.best
+    best_line = "No trial finished with a usable value." if best is None else (
+        f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(result.metric)} = "
+        f"<b>{html.escape(_fmt(best.metrics.get(result.metric)))}</b> "
+        f"({html.escape(', '.join(f'{k}={_cell(v)}' for k, v in sorted(flatten(best.config).items())))})")
+    rungs = result.extra.get("rungs") or []
+    return (f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
+            f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
+            f"{len(result.trials)} trials: {summary}"
+            + (f"; rungs at epochs {html.escape(', '.join(_fmt(r) for r in rungs))}" if rungs else "")
+            + f".</p><p>{best_line}</p>")
+
+
+class _Page:
+    """The page's body, with plotly.js inlined in the first chart drawn and referenced by the rest."""
+
+    def __init__(self) -> None:
+        self.body: list[str] = []
+        self.bundled = False
+
+    def section(self, title: str, name: str, figure: Any, note: str | None) -> None:
+        if figure is None:
+            content = f'<p class="note" data-chart="{name}">{html.escape(note or "")}</p>'
+        else:
+            import plotly.io as pio
+
+            chart = pio.to_html(figure, full_html=False, include_plotlyjs=not self.bundled, div_id=f"chart-{name}",
+                                config=_PLOTLY_CONFIG, post_script=_RENDERED)
+            self.bundled = True
+            content = f'<div class="chart" data-chart="{name}">{chart}</div>'
+        self.body.append(f'<section id="{name}"><h2>{html.escape(title)}</h2>{content}</section>')
+
+    def html(self, title: str, header: str) -> str:
+        title = html.escape(title)
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                f"<title>{title}</title><style>{_CSS}</style></head>"
+                f"<body><header><h1>{title}</h1>{header}</header>{''.join(self.body)}"
+                f"<script>{_SORT_JS}</script></body></html>\n")
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
+       max-width: 1200px; padding: 0 16px; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.15em; margin: 1.6em 0 0.4em; }
+.meta { color: #777; font-size: 0.85em; margin-top: 0; }
+.note { color: #666; font-style: italic; }
+.status-completed { color: #2ca02c; } .status-stopped { color: #e07b00; }
+.status-failed { color: #d62728; } .status-interrupted { color: #7f7f7f; } .status-running { color: #1f77b4; }
+table { border-collapse: collapse; font-size: 0.85em; width: 100%; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; cursor: pointer; position: sticky; top: 0; user-select: none; }
+tr.best td { background: #fff6d5; font-weight: 600; }
+"""
+
+_SORT_JS = """
+document.querySelectorAll('#trials th').forEach(function (th, column) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    var up = th.getAttribute('data-order') !== 'up';
+    th.parentNode.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-order'); });
+    th.setAttribute('data-order', up ? 'up' : 'down');
+    rows.sort(function (a, b) {
+      var x = a.cells[column].getAttribute('data-sort'), y = b.cells[column].getAttribute('data-sort');
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return up ? c : -c;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+"""
