@@ -26,18 +26,30 @@ from tune_service.spec.training import (
 from tune_service.spec.wandb import MODES as WANDB_MODES
 from tune_service.spec.wandb import WandbSettings
 
-_TOP_LEVEL_KEYS = (
+#: Every key each mapping of the document accepts, by its dotted path ("" is the top level); any other key
+#: is refused. :mod:`~tune_service.spec.schema` builds the JSON Schema's properties from these.
+TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
     "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution",
     *WANDB_AGENT_KEYS,
 )
-_EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
-_TRAINING_KEYS = (
+METRIC_KEYS = ("name", "goal", "target")
+EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
+SCHEDULER_KEYS = tuple(f.name for f in fields(SchedulerSpec))
+RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec))
+TRAINING_KEYS = (
     "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
     "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
 )
-_WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
-_DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
+DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
+WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
+FAILURE_KEYS = ("max_failures",)
+EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
+SECTION_KEYS = {
+    "": TOP_LEVEL_KEYS, "metric": METRIC_KEYS, "early_terminate": EARLY_TERMINATE_KEYS,
+    "scheduler": SCHEDULER_KEYS, "resources": RESOURCE_KEYS, "training": TRAINING_KEYS, "training.ddp": DDP_KEYS,
+    "wandb": WANDB_KEYS, "failure": FAILURE_KEYS, "execution": EXECUTION_KEYS,
+}
 
 
 def validate(raw: dict, default_name: str) -> SweepSpec:
@@ -47,7 +59,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         SpecError: with every problem found, each naming its dotted path, the rule and the value.
     """
     check = Checker()
-    check.unknown_keys("", raw, _TOP_LEVEL_KEYS)
+    check.unknown_keys("", raw, TOP_LEVEL_KEYS)
     for key in WANDB_AGENT_KEYS:
         if key in raw:
             check.note(f"{key}: read but not run; tune-service trains the spec's `task` instead")
@@ -85,7 +97,7 @@ def _metric(check: Checker, raw: Any) -> MetricSpec:
     if not isinstance(raw, dict):
         check.fail("metric", f"must be a mapping with name and goal, got {raw!r}")
         return d
-    check.unknown_keys("metric", raw, ("name", "goal", "target"))
+    check.unknown_keys("metric", raw, METRIC_KEYS)
     name = check.string("metric.name", raw.get("name", d.name))
     goal = check.choice("metric.goal", raw.get("goal", d.goal), GOALS)
     target = check.number("metric.target", raw["target"]) if "target" in raw else None
@@ -104,7 +116,7 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> A
     if not isinstance(raw, dict):
         check.fail("early_terminate", f"must be a mapping such as {{type: hyperband, min_iter: 3}}, got {raw!r}")
         return scheduler
-    if check.unknown_keys("early_terminate", raw, _EARLY_TERMINATE_KEYS):
+    if check.unknown_keys("early_terminate", raw, EARLY_TERMINATE_KEYS):
         return scheduler
     check.choice("early_terminate.type", raw.get("type"), ("hyperband",))
     eta = check.number("early_terminate.eta", raw.get("eta", 3))
@@ -163,7 +175,7 @@ def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
         raw = {}
     if not check.mapping("scheduler", raw):
         return d
-    check.unknown_keys("scheduler", raw, tuple(f.name for f in fields(SchedulerSpec)))
+    check.unknown_keys("scheduler", raw, SCHEDULER_KEYS)
     kind = check.choice("scheduler.type", raw.get("type", d.type), SCHEDULERS)
     if method == "bohb" and kind != "hyperband":
         check.fail("scheduler.type", f"must be hyperband when method is bohb (BOHB's brackets need "
@@ -181,7 +193,7 @@ def _failure(check: Checker, raw: Any) -> FailureSpec:
     d = FailureSpec()
     if not check.mapping("failure", raw, "{max_failures: 2}"):
         return d
-    check.unknown_keys("failure", raw, ("max_failures",))
+    check.unknown_keys("failure", raw, FAILURE_KEYS)
     return FailureSpec(max_failures=check.integer("failure.max_failures", raw.get("max_failures", d.max_failures),
                                                   minimum=0))
 
@@ -190,7 +202,7 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     defaults = ExecutionSpec()
     if not check.mapping("execution", raw, "{gangs: warm}"):
         return defaults
-    check.unknown_keys("execution", raw, tuple(f.name for f in fields(ExecutionSpec)))
+    check.unknown_keys("execution", raw, EXECUTION_KEYS)
     gangs = check.choice("execution.gangs", raw.get("gangs", defaults.gangs), GANG_MODES)
     recycle = check.integer("execution.recycle_after_trials",
                             raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
@@ -206,7 +218,7 @@ def _resources(check: Checker, raw: Any) -> ResourceSpec:
     d = ResourceSpec()
     if not check.mapping("resources", raw):
         return d
-    check.unknown_keys("resources", raw, tuple(f.name for f in fields(ResourceSpec)))
+    check.unknown_keys("resources", raw, RESOURCE_KEYS)
     workers = check.integer("resources.workers", raw.get("workers", d.workers), minimum=1)
     cpus = check.at_least("resources.cpus_per_worker",
                           check.number("resources.cpus_per_worker", raw.get("cpus_per_worker", d.cpus_per_worker)),
@@ -221,7 +233,7 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
     if not isinstance(raw, dict):
         check.fail("training", f"must be a mapping, got {raw!r}")
         return TrainingSettings()
-    check.unknown_keys("training", raw, _TRAINING_KEYS)
+    check.unknown_keys("training", raw, TRAINING_KEYS)
     d = TrainingSettings()
     get = raw.get
     precision = check.choice("training.precision", get("precision", d.precision), PRECISIONS)
@@ -264,7 +276,7 @@ def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
     if not isinstance(raw, dict):
         check.fail("wandb", f"must be a mapping, got {raw!r}")
         return WandbSettings()
-    check.unknown_keys("wandb", raw, _WANDB_KEYS)
+    check.unknown_keys("wandb", raw, WANDB_KEYS)
     d = WandbSettings()
     names = {}
     for key in ("project", "entity", "group"):
@@ -290,12 +302,12 @@ def _ddp(check: Checker, raw: Any) -> DDPSettings:
     if not isinstance(raw, dict):
         check.fail("training.ddp", f"must be a mapping, got {raw!r}")
         return DDPSettings()
-    check.unknown_keys("training.ddp", raw, _DDP_KEYS)
+    check.unknown_keys("training.ddp", raw, DDP_KEYS)
     d = DDPSettings()
     bucket = check.number("training.ddp.bucket_cap_mb", raw.get("bucket_cap_mb", d.bucket_cap_mb))
     if bucket is not None and bucket <= 0:
         check.fail("training.ddp.bucket_cap_mb", f"must be > 0, got {bucket}")
-    flags = {key: check.boolean(f"training.ddp.{key}", raw.get(key, getattr(d, key))) for key in _DDP_KEYS[1:]}
+    flags = {key: check.boolean(f"training.ddp.{key}", raw.get(key, getattr(d, key))) for key in DDP_KEYS[1:]}
     return DDPSettings(bucket_cap_mb=bucket or d.bucket_cap_mb, **flags)
 
 

@@ -1,0 +1,469 @@
+"""The spec file's JSON Schema (draft 2020-12): what ``tune-run schema`` prints, for completion and checks of
+a spec's YAML in an editor, and what ``docs/spec-reference.md`` is generated from
+(:mod:`~tune_service.spec.reference`).
+
+The schema is built from the spec's own definitions, so that a key or a choice cannot be added to the
+spec and left out of it: the keys of every mapping are :mod:`~tune_service.spec.validation`'s
+(``SECTION_KEYS``), the choices the spec's constants (``METHODS``, ``GOALS``, ``SCHEDULERS``,
+``GANG_MODES``, ``PRECISIONS``, ..., ``DISTRIBUTIONS`` and ``FORM_KEYS``), the defaults those of the spec
+validated from an empty document (each section's dataclass defaults). What is written here is each key's
+type and bounds and its one-sentence description; a key without them raises :class:`KeyError` naming
+it, so a new key fails the tests until it is described.
+
+The schema states less than validation checks (``grace_period <= max_t``, probabilities that sum to 1,
+conditions naming an earlier parameter, a searcher that can express each form): ``tune-run dry-run``
+is the full check. It is meant never to refuse a spec that validation accepts; the corners where it
+does: ``distribution: null`` (validation infers the form), and a top-level ``project`` or ``entity`` that
+is not a string while ``wandb:`` gives its own (validation then ignores it). Where it accepts more: an
+integer written ``2.0`` (JSON Schema's integers include it), and infinite numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Callable
+
+from tune_service.spec.parameter_reading import read_parameters
+from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
+from tune_service.spec.rules import Checker
+from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, SweepSpec
+from tune_service.spec.training import AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS
+from tune_service.spec.validation import SECTION_KEYS, validate
+from tune_service.spec.wandb import MODES as WANDB_MODES
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+#: A number as validation reads one: YAML 1.1 (PyYAML) reads ``1e-4`` as a string, so numeric strings count.
+NUMBER_PATTERN = r"^\s*[+-]?(\d(_?\d)*(\.(\d(_?\d)*)?)?|\.\d(_?\d)*)([eE][+-]?\d(_?\d)*)?\s*$"
+_NUMBER_REF = "#/$defs/number"
+_PARAMETER_REF = "#/$defs/parameter"
+_PARAMETERS_REF = "#/$defs/parameters"
+
+
+def _number(**bounds: Any) -> dict:
+    return {"$ref": _NUMBER_REF, **bounds}
+
+
+def _integer(minimum: int) -> dict:
+    return {"type": "integer", "minimum": minimum}
+
+
+def _choice(choices: tuple[str, ...]) -> dict:
+    return {"type": "string", "enum": list(choices)}
+
+
+def _boolean(auto: bool = False) -> dict:
+    return {"anyOf": [{"type": "boolean"}, {"const": AUTO}]} if auto else {"type": "boolean"}
+
+
+def _nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_STRING = {"type": "string"}
+_NAME = _nullable(_STRING)  # a wandb name: null (or "") leaves it to its default
+_ANY: dict = {}
+
+#: Each mapping of the document that may also be null (read as empty).
+_NULLABLE_SECTIONS = ("scheduler", "wandb", "early_terminate", "parameters")
+
+#: The type and bounds of every key that is not a mapping of keys, by dotted path.
+TYPES: dict[str, dict] = {
+    "name": _STRING,
+    "description": _STRING,
+    "method": _choice(METHODS),
+    "run_cap": _nullable(_integer(1)),
+    "task": {"type": "string", "pattern": r"\S"},
+    "seed": _integer(0),
+    "project": _NAME,
+    "entity": _NAME,
+    "program": _ANY,
+    "command": _ANY,
+    "metric.name": _STRING,
+    "metric.goal": _choice(GOALS),
+    "metric.target": _number(),
+    "early_terminate.type": {"const": "hyperband"},
+    "early_terminate.min_iter": _integer(1),
+    "early_terminate.max_iter": _integer(1),
+    "early_terminate.s": _integer(0),
+    "early_terminate.eta": _number(exclusiveMinimum=1),
+    "early_terminate.strict": _ANY,
+    "scheduler.type": _choice(SCHEDULERS),
+    "scheduler.max_t": _integer(1),
+    "scheduler.grace_period": _integer(1),
+    "scheduler.reduction_factor": _number(exclusiveMinimum=1),
+    "resources.workers": _integer(1),
+    "resources.cpus_per_worker": _number(exclusiveMinimum=0),
+    "resources.gpus_per_worker": _number(minimum=0),
+    "training.precision": _choice(PRECISIONS),
+    "training.batch_size_scope": _choice(BATCH_SIZE_SCOPES),
+    "training.grad_accum_steps": _integer(1),
+    "training.lr_scaling": _choice(LR_SCALINGS),
+    "training.warmup_epochs": _number(minimum=0),
+    "training.sync_batchnorm": _boolean(auto=True),
+    "training.num_workers": {"anyOf": [_integer(0), {"const": AUTO}]},
+    "training.pin_memory": _boolean(auto=True),
+    "training.compile": _boolean(),
+    "training.deterministic": _boolean(),
+    "training.profile": {"anyOf": [{"type": "boolean"}, _integer(0)]},
+    "training.oom_retry": _boolean(),
+    "training.checkpoint_every": _integer(0),
+    "training.ddp.bucket_cap_mb": _number(exclusiveMinimum=0),
+    "training.ddp.gradient_as_bucket_view": _boolean(),
+    "training.ddp.static_graph": _boolean(),
+    "training.ddp.find_unused_parameters": _boolean(),
+    "wandb.project": _NAME,
+    "wandb.entity": _NAME,
+    "wandb.group": _NAME,
+    "wandb.tags": {"anyOf": [{"type": "string", "minLength": 1},
+                             {"type": "array", "items": {"type": "string", "minLength": 1}}]},
+    "wandb.mode": _choice(WANDB_MODES),
+    "wandb.log_checkpoints": _boolean(),
+    "wandb.init_timeout": _number(exclusiveMinimum=0),
+    "failure.max_failures": _integer(0),
+    "execution.gangs": _choice(GANG_MODES),
+    "execution.recycle_after_trials": _integer(1),
+    "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
+    "execution.collective_timeout_s": _number(exclusiveMinimum=0),
+}
+
+#: One sentence per key (its meaning and unit), by dotted path; sections included.
+DESCRIPTIONS: dict[str, str] = {
+    "name": "The sweep's name, which names its experiment directory and, by default, its wandb project; "
+            "defaults to the spec file's name without its extension.",
+    "description": "Free text about the sweep, shown with its plan.",
+    "method": "The search algorithm: random, grid (every combination), bayes (hyperopt TPE, as W&B's bayes), "
+              "hyperopt (the same) or bohb (BOHB, run with HyperBand-for-BOHB).",
+    "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
+    "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
+    "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "
+                  "group or a dotted name nests them in each trial's config.",
+    "early_terminate": "W&B's early stopping (`type: hyperband`), read as the scheduler it maps to "
+                       "(ASHA, or HyperBand-for-BOHB with method bohb).",
+    "task": "What each trial trains: a built-in task's name, or `package.module:attr` naming a Task or a "
+            "`train_loop_per_worker` function.",
+    "scheduler": "Early stopping of trials, and every trial's epoch budget.",
+    "resources": "One trial's DDP world: its number of ranks and each rank's CPUs and GPUs.",
+    "training": "How the shared train loop trains every trial: settings of the sweep, never searched.",
+    "wandb": "Where and how each trial is logged, as one wandb run grouped by sweep.",
+    "seed": "The sweep's random seed, for the searcher's samples and every trial's training.",
+    "project": "A W&B sweep file's wandb project: the same as `wandb.project`, which wins when both are given.",
+    "entity": "A W&B sweep file's wandb entity: the same as `wandb.entity`, which wins when both are given.",
+    "failure": "What happens when a trial's DDP job fails (a rank killed, a node lost).",
+    "execution": "How trials run on their ranks: warm gangs reused across trials, or a fresh Ray Train run each.",
+    "program": "W&B's program for its agent to launch: read but not run (tune-service trains `task`).",
+    "command": "W&B's command line for its agent: read but not run (tune-service trains `task`).",
+    "metric.name": "The metric to optimise, as every epoch reports it (such as `val_loss` or `val_accuracy`).",
+    "metric.goal": "Whether a smaller (minimize) or a larger (maximize) value of the metric is better.",
+    "metric.target": "A value of the metric that, once a result reaches it, starts no new trial "
+                     "(running trials finish).",
+    "early_terminate.type": "W&B's early-termination algorithm; hyperband is the only one.",
+    "early_terminate.min_iter": "The first rung, in epochs: the scheduler's grace_period.",
+    "early_terminate.max_iter": "A trial's epoch budget: the scheduler's max_t.",
+    "early_terminate.s": "With max_iter, sets the first rung to max_iter / eta**s epochs (when min_iter is not "
+                         "given).",
+    "early_terminate.eta": "The factor between rungs: the scheduler's reduction_factor.",
+    "early_terminate.strict": "W&B's stricter pruning: read, but ASHA's asynchronous rule decides which "
+                              "trials stop.",
+    "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
+                      "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
+                      "the only choice with method bohb) or fifo (no early stopping).",
+    "scheduler.max_t": "Every trial's epoch budget: the epochs a trial runs when it is never stopped "
+                       "(for fifo too).",
+    "scheduler.grace_period": "The epochs every trial runs before it can be stopped: the first rung, at most "
+                              "max_t.",
+    "scheduler.reduction_factor": "The factor between rungs: about one in reduction_factor trials that "
+                                  "reach a rung goes on to the next.",
+    "resources.workers": "The number of DDP ranks of one trial.",
+    "resources.cpus_per_worker": "CPUs reserved for each rank (may be fractional).",
+    "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; may be fractional).",
+    "training.precision": "The training precision: auto (bf16 where the device supports it, fp16 with a "
+                          "GradScaler on older GPUs, fp32 on CPU), bf16, fp16 or fp32.",
+    "training.batch_size_scope": "What the batch_size hyperparameter means: global (one optimizer step's batch "
+                                 "over all ranks) or per_rank (each rank's batch per optimizer step).",
+    "training.grad_accum_steps": "Micro-batches per optimizer step (the effective batch unchanged, gradients "
+                                 "all-reduced once per step).",
+    "training.lr_scaling": "linear multiplies lr by global batch / batch_size, reached by a linear warm-up "
+                           "over warmup_epochs; none leaves lr as sampled.",
+    "training.warmup_epochs": "Epochs of the linear warm-up from the sampled lr to the scaled one "
+                              "(with lr_scaling linear).",
+    "training.sync_batchnorm": "Convert BatchNorm to SyncBatchNorm; auto does when a trial has more than one "
+                               "rank and its ranks are on GPUs (true needs GPU ranks).",
+    "training.num_workers": "DataLoader worker processes per rank; auto: 4 per GPU rank within its CPUs, "
+                            "0 on CPU ranks.",
+    "training.pin_memory": "Pinned memory for the DataLoader; auto: on GPU ranks.",
+    "training.compile": "Compile the model with torch.compile.",
+    "training.deterministic": "Use deterministic algorithms only (torch.use_deterministic_algorithms).",
+    "training.profile": f"Record a torch.profiler trace of rank 0's first epoch into the trial's directory: "
+                        f"true for {DEFAULT_PROFILE_STEPS} steps, or this many steps (false or 0: off).",
+    "training.oom_retry": "On out-of-memory, retry the trial from its last checkpoint at half the per-rank "
+                          "batch and twice the accumulation (the same effective batch).",
+    "training.checkpoint_every": "Epochs between the checkpoints rank 0 saves, the last epoch always "
+                                 "included (0: none).",
+    "training.ddp": "Settings passed to DistributedDataParallel as they are.",
+    "training.ddp.bucket_cap_mb": "The size of DDP's gradient all-reduce buckets, in megabytes.",
+    "training.ddp.gradient_as_bucket_view": "Gradients as views into DDP's all-reduce buckets, which saves "
+                                            "one copy of them.",
+    "training.ddp.static_graph": "Tells DDP that the model's graph is the same at every step, which lets it "
+                                 "optimise.",
+    "training.ddp.find_unused_parameters": "Lets DDP find the parameters that get no gradient in a step "
+                                           "(slower; needed when some are unused).",
+    "wandb.project": "The wandb project of the sweep's runs; default: the top-level project, else the "
+                     "sweep's name.",
+    "wandb.entity": "The wandb entity (user or team); default: the top-level entity, else the API key's "
+                    "default entity.",
+    "wandb.group": "The wandb group of the sweep's runs; default: the experiment's name (one group per sweep).",
+    "wandb.tags": "Tags added to every run: one tag, or a list.",
+    "wandb.mode": "online, offline, disabled (wandb not even imported), or auto: WANDB_MODE if set, else "
+                  "online with an API key, else offline.",
+    "wandb.log_checkpoints": "Upload each trial's last checkpoint as a `model` artifact.",
+    "wandb.init_timeout": "Seconds wandb may take to start a run before the run is given up with a warning.",
+    "failure.max_failures": "Restarts of a failed trial's ranks, from its latest checkpoint, before the "
+                            "trial fails.",
+    "execution.gangs": "warm keeps each concurrency slot's DDP ranks up across trials; fresh starts a new Ray "
+                       "Train run for every trial (for a task that leaks global state).",
+    "execution.recycle_after_trials": "The number of trials after which a warm gang is rebuilt.",
+    "execution.max_memory_growth_mib": "A warm gang is rebuilt when a rank's resident memory has grown by "
+                                       "more than this many MiB since its first trial ended.",
+    "execution.collective_timeout_s": "Seconds a rank waits in a collective for its peers before its gang "
+                                      "is taken as broken and its trial fails (retried under "
+                                      "failure.max_failures).",
+}
+
+#: Keys whose default is no value to write: the name (the spec file's).
+_NO_DEFAULT = ("name",)
+#: Keys whose default another field of the typed spec holds: that field's dotted path, and its value as
+#: written in a spec.
+_DEFAULT_FROM: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "training.profile": ("training.profile_steps", lambda steps: steps or False),
+    "early_terminate.eta": ("scheduler.reduction_factor", lambda eta: eta),
+}
+
+#: The parameter keys: type and bounds, and one sentence each.
+PARAMETER_TYPES: dict[str, dict] = {
+    "value": _ANY,
+    "values": {"type": "array", "minItems": 1},
+    "probabilities": _nullable({"type": "array", "minItems": 1, "items": _number(minimum=0)}),
+    "min": _number(),
+    "max": _number(),
+    "q": _number(exclusiveMinimum=0),
+    "mu": _number(),
+    "sigma": _number(exclusiveMinimum=0),
+    "a": _number(exclusiveMinimum=0),
+    "b": _number(exclusiveMinimum=0),
+    "when": _nullable({"type": "object", "minProperties": 1, "maxProperties": 1}),
+}
+PARAMETER_DESCRIPTIONS: dict[str, str] = {
+    "value": "The value every trial gets.",
+    "values": "The values to choose from.",
+    "probabilities": "Each value's probability, one per value, summing to 1 (default: equally likely).",
+    "distribution": "The parameter's form; when absent, value means constant, values categorical, integer "
+                    "min and max int_uniform, other min and max uniform.",
+    "min": "The lower bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and "
+           "inv_log_uniform).",
+    "max": "The upper bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and "
+           "inv_log_uniform).",
+    "q": "The quantum: a value is rounded to a multiple of q in the bounds (an integral q gives ints).",
+    "mu": "The normal's mean (of the logarithm, for log_normal).",
+    "sigma": "The normal's standard deviation (of the logarithm, for log_normal).",
+    "a": "Beta's first shape parameter (alpha).",
+    "b": "Beta's second shape parameter (beta).",
+    "when": "Samples this parameter only when an earlier `values` parameter has this value or one of this "
+            "list (`{optimizer: sgd}`); otherwise a trial's config lacks it.",
+    "parameters": "A group of parameters nested under this name in each trial's config; it takes no other "
+                  "key.",
+}
+#: What each form samples (bounds inclusive).
+FORM_DESCRIPTIONS: dict[str, str] = {
+    "constant": "That value.",
+    "categorical": "One of the values, equally likely or with the given probabilities.",
+    "uniform": "Uniform on [min, max].",
+    "int_uniform": "Every integer in [min, max], equally likely.",
+    "q_uniform": "Every multiple of q in [min, max], equally likely.",
+    "log_uniform": "Log-uniform on [exp(min), exp(max)] (W&B deprecates it for log_uniform_values).",
+    "q_log_uniform": "log_uniform rounded to a multiple of q (W&B deprecates it for q_log_uniform_values).",
+    "log_uniform_values": "Log-uniform on [min, max].",
+    "q_log_uniform_values": "Log-uniform on [min, max], rounded to a multiple of q.",
+    "inv_log_uniform": "X with log(1/X) uniform on [min, max]: log-uniform on [exp(-max), exp(-min)] "
+                       "(W&B deprecates it for inv_log_uniform_values).",
+    "inv_log_uniform_values": "X with log(1/X) uniform on [log(1/max), log(1/min)]: log-uniform on [min, max].",
+    "normal": "N(mu, sigma), truncated to [min, max] when given.",
+    "q_normal": "N(mu, sigma), truncated to [min, max] when given, rounded to a multiple of q.",
+    "log_normal": "exp(N(mu, sigma)), truncated to [min, max] when given.",
+    "q_log_normal": "exp(N(mu, sigma)), truncated to [min, max] when given, rounded to a multiple of q.",
+    "beta": "Beta(a, b) on [0, 1].",
+    "q_beta": "Beta(a, b) on [0, 1], rounded to a multiple of q.",
+}
+#: The keys each form cannot do without (the others are optional).
+_REQUIRED = {"constant": ("value",), "categorical": ("values",), **{d: ("min", "max") for d in RANGE_FORMS}}
+
+
+def spec_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of a spec file, as a JSON-serialisable dict (a new one each call)."""
+    defaults = validate({}, default_name="")
+    section = _section("", defaults)
+    return {
+        "$schema": DIALECT,
+        "title": "tune-service sweep spec",
+        "description": "A sweep spec: W&B's sweep configuration and tune-service's own keys. The schema states "
+                       "each key's type, bounds and choices; `tune-run dry-run` checks the rest.",
+        **section,
+        "allOf": [{
+            "description": "method bohb needs scheduler type hyperband (BOHB's brackets need HyperBand-for-BOHB).",
+            "if": {"required": ["method"], "properties": {"method": {"const": "bohb"}}},
+            "then": {"properties": {"scheduler": {"properties": {"type": {"const": "hyperband"}}}}},
+        }],
+        "$defs": {
+            "number": {
+                "title": "number",
+                "description": "A finite number; a numeric string such as \"1e-4\" counts as one (PyYAML reads "
+                               "1e-4 as a string).",
+                "anyOf": [{"type": "number"}, {"type": "string", "pattern": NUMBER_PATTERN}],
+            },
+            "parameters": {
+                "title": "mapping of parameters",
+                "description": "Each key of `parameters:` names a parameter, in file order (a `when` names an "
+                               "earlier one); a dotted name (`optimizer.lr`) nests in each trial's config as a "
+                               "`parameters:` group does.",
+                "type": "object",
+                "additionalProperties": {"$ref": _PARAMETER_REF},
+            },
+            "parameter": {
+                "title": "parameter",
+                "description": "A parameter takes one of W&B's forms below (without `distribution`, the "
+                               "form follows from its keys), or is a `parameters:` group; bounds are inclusive.",
+                "oneOf": _parameter_forms(),
+            },
+        },
+    }
+
+
+def _section(path: str, defaults: SweepSpec) -> dict:
+    """The schema of the mapping at ``path`` (``""``: the document): validation's keys, no other."""
+    properties = {key: _property(f"{path}.{key}" if path else key, defaults) for key in SECTION_KEYS[path]}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def _property(dotted: str, defaults: SweepSpec) -> dict:
+    """The schema of the key at ``dotted``: its description, type, bounds and default."""
+    if dotted in SECTION_KEYS:
+        schema = {"description": _described(dotted), **_section(dotted, defaults)}
+        if dotted == "early_terminate":
+            schema["required"] = ["type"]
+            schema["anyOf"] = [{"required": ["min_iter"]}, {"required": ["max_iter", "s"]}]
+    elif dotted == "parameters":
+        schema = {"description": _described(dotted), "$ref": _PARAMETERS_REF}
+    else:
+        if dotted not in TYPES:
+            raise KeyError(f"spec key {dotted!r} has no type in tune_service/spec/schema.py's TYPES; add one")
+        schema = {"description": _described(dotted), **copy.deepcopy(TYPES[dotted])}
+        found, default = _default(dotted, defaults)
+        if found:
+            schema["default"] = default
+    if dotted in _NULLABLE_SECTIONS:
+        described = schema.pop("description")
+        schema = {"description": described, "anyOf": [schema, {"type": "null"}]}
+    return schema
+
+
+def _described(dotted: str) -> str:
+    if dotted not in DESCRIPTIONS:
+        raise KeyError(f"spec key {dotted!r} has no description in tune_service/spec/schema.py's DESCRIPTIONS; "
+                       f"add one")
+    return DESCRIPTIONS[dotted]
+
+
+def _default(dotted: str, spec: SweepSpec) -> tuple[bool, Any]:
+    """Whether ``dotted`` has a default, and the default as written in a spec."""
+    if dotted in _NO_DEFAULT:
+        return False, None
+    field, as_written = _DEFAULT_FROM.get(dotted, (dotted, lambda value: value))
+    node: Any = spec
+    for name in field.split("."):
+        if not hasattr(node, name):
+            return False, None  # a key no typed field holds (project, early_terminate, program, ...)
+        node = getattr(node, name)
+    value = as_written(node)
+    if value is None or dataclasses.is_dataclass(value):
+        return False, None
+    return True, list(value) if isinstance(value, tuple) else value
+
+
+def _parameter_forms() -> list[dict]:
+    """Every form of a parameter: a group, the three forms W&B infers from their keys, and one per
+    distribution. They exclude one another, as validation reads them."""
+    group = {
+        "title": "parameters",
+        "description": _parameter_description("parameters"),
+        "type": "object",
+        "properties": {"parameters": {"description": _parameter_description("parameters"),
+                                      "$ref": _PARAMETERS_REF, "minProperties": 1}},
+        "required": ["parameters"],
+        "additionalProperties": False,
+    }
+    inferred = [
+        _form("value", "constant", inferred=True),
+        _form("values", "categorical", inferred=True),
+        _form("min, max", "uniform", inferred=True,
+              description="Uniform on [min, max], or every integer in it equally likely when both are "
+                          "integers (int_uniform)."),
+    ]
+    return [group, *inferred, *(_form(d, d) for d in DISTRIBUTIONS)]
+
+
+def _form(title: str, distribution: str, inferred: bool = False, description: str | None = None) -> dict:
+    if description is None:
+        if distribution not in FORM_DESCRIPTIONS:
+            raise KeyError(f"distribution {distribution!r} has no description in tune_service/spec/schema.py's "
+                           f"FORM_DESCRIPTIONS; add one")
+        description = FORM_DESCRIPTIONS[distribution]
+        if distribution in EXPONENT_FORMS:
+            description = description.rstrip(".") + "; a note says so when the spec is read."
+    keys = FORM_KEYS[distribution] + (("q",) if distribution.startswith("q_") else ())
+    properties = {}
+    if not inferred:
+        properties["distribution"] = {"description": _parameter_description("distribution"), "const": distribution}
+    defaults = _parameter_defaults(distribution)
+    for key in (*keys, "when"):
+        if key not in PARAMETER_TYPES:
+            raise KeyError(f"parameter key {key!r} has no type in tune_service/spec/schema.py's PARAMETER_TYPES; "
+                           f"add one")
+        schema = {"description": _parameter_description(key), **copy.deepcopy(PARAMETER_TYPES[key])}
+        if key in ("min", "max") and distribution == "int_uniform":
+            schema["multipleOf"] = 1
+        if key == "min" and distribution in POSITIVE_BOUNDS:
+            schema["exclusiveMinimum"] = 0
+        if key in defaults:
+            schema["default"] = defaults[key]
+        properties[key] = schema
+    schema = {"title": title if inferred else f"distribution: {distribution}", "description": description,
+              "type": "object", "properties": properties,
+              "required": [*([] if inferred else ["distribution"]), *_REQUIRED.get(distribution, ())],
+              "additionalProperties": False}
+    if not inferred and distribution not in _REQUIRED and "min" in keys:
+        schema["dependentRequired"] = {"min": ["max"], "max": ["min"]}
+    return schema
+
+
+def _parameter_description(key: str) -> str:
+    if key not in PARAMETER_DESCRIPTIONS:
+        raise KeyError(f"parameter key {key!r} has no description in tune_service/spec/schema.py's "
+                       f"PARAMETER_DESCRIPTIONS; add one")
+    return PARAMETER_DESCRIPTIONS[key]
+
+
+def _parameter_defaults(distribution: str) -> dict[str, Any]:
+    """The values the reader gives a form's optional keys (``q``, ``mu``, ``sigma``, ``a``, ``b``)."""
+    keys = FORM_KEYS[distribution] + (("q",) if distribution.startswith("q_") else ())
+    optional = [k for k in keys if k not in _REQUIRED.get(distribution, ()) and k in ("q", "mu", "sigma", "a", "b")]
+    if not optional:
+        return {}
+    body = {"distribution": distribution, **{k: (1 if k == "min" else 2) for k in _REQUIRED.get(distribution, ())}}
+    check = Checker()
+    read = read_parameters(check, {"x": body})
+    if check.problems:
+        raise ValueError(f"cannot find the defaults of {distribution}: the reader refuses {body} "
+                         f"({'; '.join(map(str, check.problems))})")
+    return {k: getattr(read[0], k) for k in optional}
+
