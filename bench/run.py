@@ -30,6 +30,7 @@ from bench.common import QUICK_RESULTS_DIR, RESULTS_DIR, print_table, write_resu
 #: (they write their own files) and summarised here; they run only when named (their figures are
 #: covered by ddp_in_trial and service_overhead, and together they take about 3.5 minutes).
 BENCHMARKS = {
+    "cli_startup": "bench.cli_startup",
     "warm_gangs": "bench.warm_gangs",
     "service_overhead": "bench.service_overhead",
     "ddp_in_trial": "bench.ddp_in_trial",

@@ -68,3 +68,11 @@ def test_an_unreachable_ray_address_exits_3_in_one_line_and_writes_nothing(tmp_p
     assert done.stderr.startswith("error: address: nothing answers at '127.0.0.1:9' (")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("missing", ["hpbandster", "ConfigSpace"])
+def test_bohb_without_its_extra_is_refused_in_one_line(missing, monkeypatch, capsys, forbid_ray_start):
+    monkeypatch.setitem(sys.modules, missing, None)  # as if not installed: importing it raises ImportError
+    assert cli.main([str(ROOT / "search_spaces" / "bohb.yaml"), "--dry-run"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == (f"error: method: bohb needs the packages hpbandster and ConfigSpace ({missing} "
+                                       f"is not installed): pip install 'tune-service[bohb]'\n")

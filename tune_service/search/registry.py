@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from tune_service.errors import Problem, SpecError
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.search import spaces
 from tune_service.spec import SweepSpec
@@ -94,6 +95,12 @@ def _initial_points(spec: SweepSpec) -> int:
 
 
 def _bohb(spec: SweepSpec):
+    try:  # the `bohb` extra: hpbandster needs a C compiler where its netifaces has no wheel
+        import ConfigSpace  # noqa: F401
+        import hpbandster  # noqa: F401
+    except ImportError as err:
+        raise SpecError([Problem("method", f"bohb needs the packages hpbandster and ConfigSpace ({err.name} is not "
+                                           f"installed): pip install 'tune-service[bohb]'")]) from None
     from ray.tune.search.bohb import TuneBOHB
 
     space = spaces.config_space(spec.parameters, seed=spec.seed)
