@@ -76,3 +76,19 @@ def test_bohb_without_its_extra_is_refused_in_one_line(missing, monkeypatch, cap
     assert cli.main([str(ROOT / "search_spaces" / "bohb.yaml"), "--dry-run"]) == cli.EXIT_USAGE
     assert capsys.readouterr().err == (f"error: method: bohb needs the packages hpbandster and ConfigSpace ({missing} "
                                        f"is not installed): pip install 'tune-service[bohb]'\n")
+
+
+def test_quiet_prints_only_the_result_and_verbose_levels_map_to_the_driver(tmp_path, capsys):
+    from tune_service.execution.driver import VERBOSE_LIVE, VERBOSE_RAY
+    from tune_service.results.sweep_result import SweepResult, TrialRecord
+
+    trials = (TrialRecord("aaa", "completed", {"lr": 0.1}, {"val_loss": 0.5}, 3),
+              TrialRecord("bbb", "stopped", {"lr": 0.2}, {"val_loss": 0.9}, 1))
+    outcome = SweepResult(str(tmp_path), "val_loss", "min", trials, trials[0])
+    assert cli._finish(outcome, quiet=True) == cli.EXIT_OK
+    assert capsys.readouterr().out.splitlines() == [
+        "best val_loss: 0.5 (trial aaa)", f"results: {tmp_path}/summary.json, best config: {tmp_path}/best_config.yaml"]
+    assert cli._finish(outcome, quiet=False) == cli.EXIT_OK
+    assert "rank  trial  status" in capsys.readouterr().out  # the leaderboard, by default
+    parse = cli._main_parser().parse_args
+    assert [cli._verbosity(parse([QUICKSTART, *flags])) for flags in ([], ["-q"], ["-v"])] == [VERBOSE_LIVE, 0, VERBOSE_RAY]
