@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from tune_service.errors import ClusterUnreachable, TuneServiceError
+from tune_service.experiment.layout import plain_name_problem
 from tune_service.results import sweep_result as results
 from tune_service.spec import SweepSpec, load_spec
 
@@ -77,6 +78,8 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     elif overrides or more_overrides:
         raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
     name = name or experiment_name(spec)
+    if problem := plain_name_problem(name):
+        raise TuneServiceError(f"name: {problem}")
     storage = str(storage) if "://" in str(storage) else str(Path(storage).resolve())
     experiment_dir = f"{storage.rstrip('/')}/{name}"
     entrypoint = shlex.join(["tune-run", json.dumps(dict(spec.source), separators=(",", ":"), default=str),

@@ -37,8 +37,11 @@ VERBOSE_LIVE, VERBOSE_RAY = 1, 2
 
 
 def experiment_name(spec: SweepSpec) -> str:
-    """The default experiment name: the sweep's name and the start time, so runs never collide."""
-    return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """The default experiment name: the sweep's name (made a plain directory name) and the start time to
+    the millisecond, so runs never collide."""
+    now = time.time()  # to the millisecond: two sweeps started in one second get two directories
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{int(now * 1000) % 1000:03d}"
+    return f"{layout.plain_name(spec.name)}-{stamp}"
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,9 @@ def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
 
 
 def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
+    problem = layout.plain_name_problem(name)
+    if problem:
+        raise TuneServiceError(f"name: {problem}")
     path = Path(storage).resolve() / name
     if path.exists() and any(path.iterdir()):
         raise TuneServiceError(f"name: experiment directory {str(path)!r} already exists and is not empty; "

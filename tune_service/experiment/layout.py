@@ -41,6 +41,20 @@ CHECKPOINT_REPORT_FILE = "report.json"
 TIME_ATTR = "epoch"
 
 
+def plain_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an experiment directory inside the storage directory (None when it can)."""
+    if not name or "/" in name or "\\" in name or "\0" in name or name.startswith("."):
+        return (f"must be a plain name (no '/', '\\' or leading '.': the experiment directory is storage/name), "
+                f"got {name!r}")
+    return None
+
+
+def plain_name(text: str) -> str:
+    """``text`` (a sweep's display name, which W&B lets hold anything) made a plain directory name."""
+    name = "".join("_" if c in "/\\\0" else c for c in text).lstrip(".")
+    return name or "sweep"
+
+
 def atomic_write(path: Path, content: str | bytes) -> None:
     """Write via a temporary file and rename, so a crash leaves the old file or the new one, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

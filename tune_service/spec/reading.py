@@ -1,6 +1,8 @@
 """Reading a spec: a YAML file, inline YAML or JSON, or a mapping; ``--set`` overrides applied on the raw
-document; then :func:`~tune_service.spec.validation.validate`. A file is read with bounds on its size,
-with PyYAML's safe loader, and a key given twice in one mapping is refused.
+document; then :func:`~tune_service.spec.validation.validate`. A file is read with bounds on its size
+(:data:`MAX_SPEC_BYTES`), its decoding (UTF-8), its nesting (:data:`MAX_SPEC_DEPTH`) and its size once
+YAML's aliases are expanded (:data:`MAX_SPEC_NODES`: an alias "bomb" of a few lines expands to billions
+of values), with PyYAML's safe loader; a key given twice in one mapping is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from tune_service.spec.sweep import SweepSpec
 from tune_service.spec.validation import validate
 
 MAX_SPEC_BYTES = 1_000_000
+#: Mappings and lists inside one another, at most.
+MAX_SPEC_DEPTH = 32
+#: Values in the document with every alias expanded (a generous spec has a few hundred).
+MAX_SPEC_NODES = 100_000
 
 
 def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
@@ -64,15 +70,24 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
         raise SpecError([Problem("", f"spec file not found: {str(path)!r}")])
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise SpecError([Problem("", f"spec file must be at most {MAX_SPEC_BYTES} bytes, got {path.stat().st_size}")])
-    return _parse(path.read_text(encoding="utf-8"), path.name), path.stem
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError([Problem("", f"{path.name}: must be UTF-8 text, got byte {data[err.start]:#04x} at offset "
+                                     f"{err.start}")]) from None
+    return _parse(text, path.name), path.stem
 
 
 def _parse(text: str, label: str) -> dict:
     """The mapping a spec's YAML text holds; ``label`` names the text in errors (its file name)."""
     if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
         raise SpecError([Problem("", f"{label} must be at most {MAX_SPEC_BYTES} bytes, got {len(text.encode())}")])
+    loader = _SpecLoader(text)  # a SafeLoader: a spec must not be able to run code
     try:
-        doc = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: a spec must not be able to run code
+        node = loader.get_single_node()
+        _check_size(node, label)  # before anything is built from it
+        doc = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -80,9 +95,49 @@ def _parse(text: str, label: str) -> dict:
         raise SpecError([Problem("", f"{label}: invalid YAML{where}: {reason}")]) from None
     except RecursionError:
         raise SpecError([Problem("", f"{label}: document is nested too deeply")]) from None
+    finally:
+        loader.dispose()
     if not isinstance(doc, dict):
         raise SpecError([Problem("", f"{label}: must be a mapping of keys to values, got {type(doc).__name__}")])
     return doc
+
+
+def _check_size(root: yaml.Node | None, label: str) -> None:
+    """Refuse a document nested deeper than :data:`MAX_SPEC_DEPTH` or holding more than
+    :data:`MAX_SPEC_NODES` values once its aliases are expanded. An alias is the node it names, met
+    again: each node's expanded size is counted once (memoised), so a bomb is measured, not expanded."""
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+    # Post-order without recursion: a node's size and depth once its children's are known.
+    stack = [(root, False)] if root is not None else []
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in sizes:
+            continue
+        kids = children(node)
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((kid, False) for kid in kids if id(kid) not in sizes)
+            if len(stack) > MAX_SPEC_NODES:
+                break
+            continue
+        sizes[id(node)] = min(1 + sum(sizes.get(id(k), 1) for k in kids), MAX_SPEC_NODES + 1)
+        depths[id(node)] = 1 + max((depths.get(id(k), 1) for k in kids), default=0)
+        if depths[id(node)] > MAX_SPEC_DEPTH + 1:
+            raise SpecError([Problem("", f"{label}: must nest at most {MAX_SPEC_DEPTH} levels of mappings and lists, "
+                                         f"got more (line {node.start_mark.line + 1})")])
+        if sizes[id(node)] > MAX_SPEC_NODES:
+            break
+    total = sizes.get(id(root), MAX_SPEC_NODES + 1) if root is not None else 0
+    if total > MAX_SPEC_NODES:
+        raise SpecError([Problem("", f"{label}: must hold at most {MAX_SPEC_NODES} values with its aliases expanded, "
+                                     f"got more (YAML aliases that repeat each other multiply)")])
 
 
 class _SpecLoader(yaml.SafeLoader):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -62,9 +63,33 @@ def _from_object(obj: Any, reference: str) -> ResolvedTask:
     if isinstance(obj, Task):
         return ResolvedTask(reference, task=obj)
     if callable(obj) and not inspect.isclass(obj):
+        _check_train_loop(obj, reference)
         return ResolvedTask(reference, train_loop=obj)
     raise TaskError(f"task: must name a Task subclass, a Task instance or a train_loop_per_worker(config) "
                     f"function, got {type(obj).__name__} for {reference!r}")
+
+
+def _check_train_loop(fn: Callable, reference: str) -> None:
+    """A train loop is a Python function of the user's that Ray Train calls with the trial's config, or
+    with nothing: one that needs other arguments, or one of the standard library's (``os:system``,
+    ``shutil:rmtree``), is no train loop, and running it on every rank could do harm."""
+    plain = inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn)
+    owner = fn if plain else type(fn)  # a callable object: its class
+    top_module = (getattr(owner, "__module__", None) or "builtins").partition(".")[0]
+    name = getattr(fn, "__qualname__", type(fn).__qualname__)
+    if top_module in sys.stdlib_module_names:
+        raise TaskError(f"task: must be a Task or a train_loop_per_worker(config) function of your own, got the "
+                        f"standard library's {top_module}.{name} for {reference!r}")
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        raise TaskError(f"task: a train_loop_per_worker must be a Python function, got {name} for {reference!r}") from None
+    required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    positional = [p for p in required if p.kind != p.KEYWORD_ONLY]
+    if len(positional) > 1 or len(required) > len(positional):
+        names = ", ".join(p.name for p in required)
+        raise TaskError(f"task: a train_loop_per_worker takes the trial's config or nothing, got {name}({names}) "
+                        f"for {reference!r}")
 
 
 __all__ = ["Task", "ResolvedTask", "resolve_task", "BUILTIN_TASKS"]
