@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE
+from tune_service.results.sweep_result import STOPPED_KEY
 from tune_service.jobs import DEFAULT_ADDRESS as DEFAULT_JOBS_ADDRESS
 
 EXIT_OK = 0
@@ -225,6 +226,10 @@ def _finish(outcome, quiet: bool) -> int:
     if not quiet:
         print()
     _print_outcome(outcome, leaderboard=not quiet)
+    if outcome.extra.get(STOPPED_KEY):
+        print(f"stopped: {outcome.extra[STOPPED_KEY]}")
+        print(f"after fixing the cause, continue with: tune-run --resume {outcome.experiment_dir}")
+        return EXIT_FAILED
     if outcome.interrupted:
         print(f"interrupted: resume with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_INTERRUPTED

@@ -78,3 +78,22 @@ def test_a_killed_rank_restarts_the_trial_from_its_checkpoint_up_to_max_failures
     assert len(list(records.glob("kill=always-attempt=2-*"))) == 2
     assert not list(records.glob("kill=always-attempt=3-*"))
     assert result.best.trial_id == once.trial_id
+
+
+def test_max_failed_trials_stops_a_sweep_whose_trials_all_fail(ray_cluster, tmp_path, capsys):
+    spec = {"name": "all_fail", "task": "recording_tasks:DivergingDigits", "method": "random", "run_cap": 8,
+            "metric": {"name": "val_loss", "goal": "minimize"}, "scheduler": {"type": "fifo", "max_t": 3},
+            "parameters": {"diverge_at": {"value": 1}, "lr": {"min": 0.001, "max": 0.1}},
+            "failure": {"max_failed_trials": 0.25}}  # 2 of the 8
+    path = tmp_path / "all_fail.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert cli.main([str(path), "--storage", str(tmp_path), "--name", "all_fail"]) == cli.EXIT_FAILED
+    out = capsys.readouterr().out
+    result = sweep_result.load(tmp_path / "all_fail")
+    failed = [t for t in result.trials if t.status == "failed"]
+    assert len(failed) == 2 and len(result.trials) <= 3  # one more may have started before the stop: interrupted
+    assert {t.status for t in result.trials} <= {"failed", "interrupted"}
+    error = failed[0].error
+    assert error.startswith("NonFiniteLoss: non-finite loss at epoch 1")
+    assert f"stopped: 2 trials failed (failure.max_failed_trials allows 2): 2 x {error}" in out.splitlines()
+    assert f"the same error as {failed[0].trial_id} (2 trials so far)" in out  # said once, then counted

@@ -44,6 +44,7 @@ class LiveView:
         self.live_enabled = self.console.is_terminal if live is None else live
         self._live: Live | None = None
         self._drawn_at = 0.0
+        self._errors: dict[str | None, tuple[str, int]] = {}  # each error: its first trial, how many had it
 
     def __enter__(self) -> "LiveView":
         for line in self.header:
@@ -83,6 +84,10 @@ class LiveView:
         line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
                 f"{trial.epochs}/{progress.max_t} epochs  {progress.metric} {_fmt(value)}{mark}")
         if trial.status == "failed":
+            first, count = self._errors.get(trial.error, (trial.trial_id, 0))
+            self._errors[trial.error] = (first, count + 1)
+            if count:  # a failure seen before: said once, then counted
+                return f"{line}  the same error as {first} ({count + 1} trials so far)"
             return f"{line}  {trial.error}"
         return f"{line}  {_config_text(trial.config)}"
 

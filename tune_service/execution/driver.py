@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from tune_service import redaction
 from tune_service.display import LiveView
 from tune_service.errors import ClusterUnreachable, TuneServiceError
+from tune_service.execution.failure_budget import FailureBudget
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
@@ -25,6 +26,7 @@ from tune_service.execution.resources import from_ray
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout
+from tune_service.experiment.lock import DriverLock
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
@@ -73,7 +75,7 @@ class TunerRecipe:
 
 
 def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
-                verbose: int = 1, recorded: Mapping[str, Any] | None = None) -> TunerRecipe:
+                verbose: int = 1, recorded: Mapping[str, Any] | None = None, stopper: Any = None) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
     Args:
@@ -81,6 +83,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         callbacks: Tune callbacks (progress, logging) added to the run.
         recorded: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`),
             from which the scheduler's records are rebuilt.
+        stopper: a Tune ``Stopper`` that may end the experiment (``failure.max_failed_trials``).
+        verbose: Tune's own console verbosity (0: silent).
     """
     from ray import tune
 
@@ -122,6 +126,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         name=name,
         storage_path=str(Path(storage).resolve()) if "://" not in str(storage) else str(storage),
         callbacks=callbacks or [],
+        stop=stopper,
         verbose=verbose,
         failure_config=failure,
         # The newest checkpoint is all a resumed trial needs; one more survives a cut-off copy.
@@ -195,28 +200,38 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     from tune_service.experiment.callbacks import FinalStatuses
 
     plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
+    lock = DriverLock(experiment_dir)  # one driver per experiment
+    if restore:
+        lock.acquire()  # a second resume is refused before Ray starts
     started_here = not ray.is_initialized()
     if started_here:
-        init_ray(address, log_to_driver=verbose >= VERBOSE_RAY)
+        try:
+            init_ray(address, log_to_driver=verbose >= VERBOSE_RAY)
+        except BaseException:
+            lock.release()
+            raise
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
-    progress = None
+    progress = budget = None
     try:
         plan = plan.on(from_ray())
         if not restore:  # the plan holds: from here on the experiment directory exists
+            lock.acquire()
             _write_sweep_file(experiment_dir, spec, task)
         previous = results.load(experiment_dir) if restore and (experiment_dir / layout.SUMMARY_FILE).is_file() else None
         view = LiveView([*plan.headline(), f"experiment {experiment_dir}"], plan.rungs) if verbose >= VERBOSE_LIVE else None
         progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
                                  plan.num_trials, observers=[view] if view else [], previous=previous)
-        callbacks = [statuses, state_keeper, progress] + ([tracker] if tracker else [])
+        limit = spec.failure.failed_trials_limit(plan.num_trials)
+        budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
+        callbacks = [statuses, state_keeper, progress] + ([budget] if budget else []) + ([tracker] if tracker else [])
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             recorded = replay.read_recorded(experiment_dir)
         recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks,
-                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded)
+                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded, stopper=budget)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
@@ -230,6 +245,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=statuses.unfinished)
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
+        if budget is not None and budget.exhausted:
+            outcome = replace(outcome, extra={**outcome.extra, results.STOPPED_KEY: budget.reason()})
         if tracker is not None:
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:
@@ -237,10 +254,12 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         results.write(outcome)
         return outcome
     finally:
+        lock.release()
         statuses.release()
         state_keeper.release()
-        if progress is not None:
-            progress.release()
+        for callback in (progress, budget):
+            if callback is not None:
+                callback.release()
         if tracker is not None:
             tracker.close()
         if started_here:

@@ -8,6 +8,7 @@
                           params.json (TRIAL_PARAMS_FILE), error.txt if it failed (TRIAL_ERROR_FILE),
                           its checkpoints (see :mod:`tune_service.experiment.checkpoints`)
       .last_good/         the newest complete copy of Tune's experiment state (see last_good)
+      .driver.lock        held by the driver running the sweep (see lock)
       wandb/              the trials' offline wandb runs
 
 Every file tune-service writes here is written whole or not at all (:func:`atomic_write`).

@@ -32,6 +32,8 @@ TUNE_KEYS = frozenset({
     "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore", "config",
     "checkpoint_path", "should_checkpoint",
 })
+#: The key of a summary whose sweep was stopped before its end, and why (``failure.max_failed_trials``).
+STOPPED_KEY = "stopped"
 #: The key of a summary written while the sweep ran (:mod:`~tune_service.results.progress`).
 IN_PROGRESS_KEY = "in_progress"
 

@@ -122,6 +122,7 @@ TYPES: dict[str, dict] = {
     "wandb.log_checkpoints": _boolean(),
     "wandb.init_timeout": _number(exclusiveMinimum=0),
     "failure.max_failures": _integer(0),
+    "failure.max_failed_trials": _nullable({"anyOf": [_integer(1), _number(exclusiveMinimum=0, exclusiveMaximum=1)]}),
     "execution.gangs": _choice(GANG_MODES),
     "execution.recycle_after_trials": _integer(1),
     "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
@@ -221,6 +222,9 @@ DESCRIPTIONS: dict[str, str] = {
     "wandb.init_timeout": "Seconds wandb may take to start a run before the run is given up with a warning.",
     "failure.max_failures": "Restarts of a failed trial's ranks, from its latest checkpoint, before the "
                             "trial fails.",
+    "failure.max_failed_trials": "The sweep stops once this many trials have failed (a count), or this share "
+                                 "of its trials (a fraction below 1); the common error is reported. Default: "
+                                 "never.",
     "execution.gangs": "warm keeps each concurrency slot's DDP ranks up across trials; fresh starts a new Ray "
                        "Train run for every trial (for a task that leaks global state).",
     "execution.recycle_after_trials": "The number of trials after which a warm gang is rebuilt.",

@@ -11,6 +11,7 @@ path, the rule and the value (``parameters.lr.min: must be > 0 for log_uniform_v
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -65,9 +66,21 @@ class ResourceSpec:
 @dataclass(frozen=True)
 class FailureSpec:
     """What happens when a trial's DDP job fails (a rank killed, a node lost): its worker group is
-    restarted from the trial's latest checkpoint up to ``max_failures`` times, then the trial fails."""
+    restarted from the trial's latest checkpoint up to ``max_failures`` times, then the trial fails.
+
+    ``max_failed_trials``: the sweep stops once this many trials have failed (a count >= 1), or this
+    share of its trial budget (a fraction below 1); None: never."""
 
     max_failures: int = 0
+    max_failed_trials: float | None = None
+
+    def failed_trials_limit(self, num_trials: int) -> int | None:
+        """How many failed trials stop a sweep of ``num_trials`` trials (None: no limit)."""
+        if self.max_failed_trials is None:
+            return None
+        if self.max_failed_trials >= 1:
+            return int(self.max_failed_trials)
+        return max(1, math.ceil(self.max_failed_trials * num_trials))
 
 
 GANG_MODES = ("warm", "fresh")

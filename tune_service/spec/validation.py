@@ -43,7 +43,7 @@ TRAINING_KEYS = (
 )
 DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
 WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
-FAILURE_KEYS = ("max_failures",)
+FAILURE_KEYS = ("max_failures", "max_failed_trials")
 EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS, "metric": METRIC_KEYS, "early_terminate": EARLY_TERMINATE_KEYS,
@@ -194,8 +194,17 @@ def _failure(check: Checker, raw: Any) -> FailureSpec:
     if not check.mapping("failure", raw, "{max_failures: 2}"):
         return d
     check.unknown_keys("failure", raw, FAILURE_KEYS)
-    return FailureSpec(max_failures=check.integer("failure.max_failures", raw.get("max_failures", d.max_failures),
-                                                  minimum=0))
+    max_failures = check.integer("failure.max_failures", raw.get("max_failures", d.max_failures), minimum=0)
+    limit = raw.get("max_failed_trials")
+    if limit is not None:
+        number = check.number("failure.max_failed_trials", limit)
+        whole = isinstance(number, int) or (isinstance(number, float) and number.is_integer())
+        if number is not None and not (0 < number < 1 or (number >= 1 and whole)):
+            check.fail("failure.max_failed_trials", f"must be a count >= 1 or a fraction of the trials in (0, 1), "
+                                                    f"got {limit!r}")
+            number = None
+        limit = number
+    return FailureSpec(max_failures=max_failures, max_failed_trials=limit)
 
 
 def _execution(check: Checker, raw: Any) -> ExecutionSpec:
