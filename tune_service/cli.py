@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE
-from tune_service.results.sweep_result import STOPPED_KEY
+from tune_service.results.sweep_result import STOPPED_KEY, TIME_LIMIT_KEY
 from tune_service.jobs import DEFAULT_ADDRESS as DEFAULT_JOBS_ADDRESS
 
 EXIT_OK = 0
@@ -230,6 +230,9 @@ def _finish(outcome, quiet: bool) -> int:
         print(f"stopped: {outcome.extra[STOPPED_KEY]}")
         print(f"after fixing the cause, continue with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_FAILED
+    if outcome.extra.get(TIME_LIMIT_KEY):
+        print(f"time limit: {outcome.extra[TIME_LIMIT_KEY]}; continue with: tune-run --resume {outcome.experiment_dir}")
+        return EXIT_OK if outcome.best is not None else EXIT_FAILED
     if outcome.interrupted:
         print(f"interrupted: resume with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_INTERRUPTED

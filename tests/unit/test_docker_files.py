@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 COMPOSE = ROOT / "docker" / "compose.yaml"
 KUBERAY = ROOT / "docker" / "kuberay.yaml"
+#: The page that shows the docker, compose and kubectl commands (README, "Where to go next").
+CLUSTER_DOC = ROOT / "docs" / "cluster.md"
 CONTEXT = ROOT  # the README builds with `docker build -f docker/Dockerfile ... .` from the repository root
 
 
@@ -102,9 +104,9 @@ def dockerignored(relative: str) -> bool:
 
 
 def readme_commands(program: str) -> list[list[str]]:
-    """Every README line that runs ``program`` (e.g. ``docker build``), as argv, trailing comment dropped."""
+    """Every line of docs/cluster.md that runs ``program`` (e.g. ``docker build``), as argv, trailing comment dropped."""
     found = []
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in CLUSTER_DOC.read_text().splitlines():
         if line.strip().startswith(program + " "):
             found.append(shlex.split(line, comments=True))
     return found
@@ -328,4 +330,5 @@ def test_readme_commands_name_files_that_exist():
     assert {"docker/Dockerfile", "docker/compose.yaml", "docker/kuberay.yaml"} <= set(files), files
     for name in files:
         assert (ROOT / name).is_file(), name
-    assert re.search(r"^## On a cluster$", (ROOT / "README.md").read_text(), re.M)
+    assert re.search(r"^# On a cluster$", CLUSTER_DOC.read_text(), re.M)
+    assert "docs/cluster.md" in (ROOT / "README.md").read_text()  # the README links it

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from tune_service import redaction
 from tune_service.display import LiveView
 from tune_service.errors import ClusterUnreachable, TuneServiceError
-from tune_service.execution.failure_budget import FailureBudget
+from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
@@ -83,7 +83,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         callbacks: Tune callbacks (progress, logging) added to the run.
         recorded: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`),
             from which the scheduler's records are rebuilt.
-        stopper: a Tune ``Stopper`` that may end the experiment (``failure.max_failed_trials``).
+        stopper: a Tune ``Stopper`` that may end trials (:mod:`~tune_service.execution.stopping`).
         verbose: Tune's own console verbosity (0: silent).
     """
     from ray import tune
@@ -200,6 +200,10 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     from tune_service.experiment.callbacks import FinalStatuses
 
     plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
+    for what, given in (("limits.sweep_s", spec.limits.sweep_s), ("failure.max_failed_trials",
+                                                                   spec.failure.max_failed_trials)):
+        if given is not None:
+            check_main_thread(what)
     lock = DriverLock(experiment_dir)  # one driver per experiment
     if restore:
         lock.acquire()  # a second resume is refused before Ray starts
@@ -213,7 +217,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
-    progress = budget = None
+    progress = budget = timer = None
     try:
         plan = plan.on(from_ray())
         if not restore:  # the plan holds: from here on the experiment directory exists
@@ -225,13 +229,16 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
                                  plan.num_trials, observers=[view] if view else [], previous=previous)
         limit = spec.failure.failed_trials_limit(plan.num_trials)
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
-        callbacks = [statuses, state_keeper, progress] + ([budget] if budget else []) + ([tracker] if tracker else [])
+        timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
+        ends = [callback for callback in (budget, timer) if callback is not None]
+        callbacks = [statuses, state_keeper, progress, *ends] + ([tracker] if tracker else [])
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             recorded = replay.read_recorded(experiment_dir)
         recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks,
-                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded, stopper=budget)
+                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded,
+                             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None)
         tuner = recipe.restore(experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
@@ -242,11 +249,17 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
                                                 TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet), \
                 _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
             grid = tuner.fit()
+        # A trial Tune terminated without completing it (the sweep's time limit, a stopper's stop_all)
+        # is still running for our progress: it was cut, and resume continues it.
+        cut = statuses.unfinished | {t.trial_id for t in progress.running}
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
-                                  spec.scheduler.max_t, unfinished=statuses.unfinished)
+                                  spec.scheduler.max_t, unfinished=cut)
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if budget is not None and budget.exhausted:
             outcome = replace(outcome, extra={**outcome.extra, results.STOPPED_KEY: budget.reason()})
+        elif timer is not None and timer.reached:
+            outcome = replace(outcome, extra={**outcome.extra, results.TIME_LIMIT_KEY:
+                                              f"the sweep ran its limit of {spec.limits.sweep_s:g} s (limits.sweep_s)"})
         if tracker is not None:
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:
@@ -257,7 +270,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         lock.release()
         statuses.release()
         state_keeper.release()
-        for callback in (progress, budget):
+        for callback in (progress, budget, timer):
             if callback is not None:
                 callback.release()
         if tracker is not None:

@@ -34,6 +34,8 @@ TUNE_KEYS = frozenset({
 })
 #: The key of a summary whose sweep was stopped before its end, and why (``failure.max_failed_trials``).
 STOPPED_KEY = "stopped"
+#: The key of a summary whose sweep ran its time limit (``limits.sweep_s``): it can be resumed.
+TIME_LIMIT_KEY = "time_limit"
 #: The key of a summary written while the sweep ran (:mod:`~tune_service.results.progress`).
 IN_PROGRESS_KEY = "in_progress"
 

@@ -123,6 +123,8 @@ TYPES: dict[str, dict] = {
     "wandb.init_timeout": _number(exclusiveMinimum=0),
     "failure.max_failures": _integer(0),
     "failure.max_failed_trials": _nullable({"anyOf": [_integer(1), _number(exclusiveMinimum=0, exclusiveMaximum=1)]}),
+    "limits.sweep_s": _nullable(_number(exclusiveMinimum=0)),
+    "limits.trial_s": _nullable(_number(exclusiveMinimum=0)),
     "execution.gangs": _choice(GANG_MODES),
     "execution.recycle_after_trials": _integer(1),
     "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
@@ -153,6 +155,7 @@ DESCRIPTIONS: dict[str, str] = {
     "entity": "A W&B sweep file's wandb entity: the same as `wandb.entity`, which wins when both are given.",
     "failure": "What happens when a trial's DDP job fails (a rank killed, a node lost).",
     "execution": "How trials run on their ranks: warm gangs reused across trials, or a fresh Ray Train run each.",
+    "limits": "Time limits, in seconds (none by default).",
     "program": "W&B's program for its agent to launch: read but not run (tune-service trains `task`).",
     "command": "W&B's command line for its agent: read but not run (tune-service trains `task`).",
     "metric.name": "The metric to optimise, as every epoch reports it (such as `val_loss` or `val_accuracy`).",
@@ -225,6 +228,10 @@ DESCRIPTIONS: dict[str, str] = {
     "failure.max_failed_trials": "The sweep stops once this many trials have failed (a count), or this share "
                                  "of its trials (a fraction below 1); the common error is reported. Default: "
                                  "never.",
+    "limits.sweep_s": "The sweep ends once its driver has run this long; running trials are left interrupted "
+                      "and `tune-run --resume` continues them.",
+    "limits.trial_s": "A trial is stopped at its first report after this many seconds of training, keeping "
+                      "what it reported.",
     "execution.gangs": "warm keeps each concurrency slot's DDP ranks up across trials; fresh starts a new Ray "
                        "Train run for every trial (for a task that leaks global state).",
     "execution.recycle_after_trials": "The number of trials after which a warm gang is rebuilt.",

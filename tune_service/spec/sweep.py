@@ -83,6 +83,20 @@ class FailureSpec:
         return max(1, math.ceil(self.max_failed_trials * num_trials))
 
 
+@dataclass(frozen=True)
+class LimitsSpec:
+    """Time limits (the ``limits:`` block), in seconds; None: none.
+
+    - ``sweep_s``: the sweep ends once it has run this long (each run of its driver, a resume's too):
+      running trials are left ``interrupted``, and ``resume`` continues them.
+    - ``trial_s``: a trial is stopped at its first report after this much training time (Tune's
+      ``time_total_s``), keeping what it reported.
+    """
+
+    sweep_s: float | None = None
+    trial_s: float | None = None
+
+
 GANG_MODES = ("warm", "fresh")
 
 
@@ -125,6 +139,7 @@ class SweepSpec:
     wandb: WandbSettings = field(default_factory=WandbSettings)
     failure: FailureSpec = field(default_factory=FailureSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
+    limits: LimitsSpec = field(default_factory=LimitsSpec)
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

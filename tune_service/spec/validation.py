@@ -17,7 +17,7 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
-    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec,
+    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
     MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
 )
 from tune_service.spec.training import (
@@ -30,7 +30,7 @@ from tune_service.spec.wandb import WandbSettings
 #: is refused. :mod:`~tune_service.spec.schema` builds the JSON Schema's properties from these.
 TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
-    "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution",
+    "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution", "limits",
     *WANDB_AGENT_KEYS,
 )
 METRIC_KEYS = ("name", "goal", "target")
@@ -44,11 +44,12 @@ TRAINING_KEYS = (
 DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
 WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
 FAILURE_KEYS = ("max_failures", "max_failed_trials")
+LIMITS_KEYS = tuple(f.name for f in fields(LimitsSpec))
 EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS, "metric": METRIC_KEYS, "early_terminate": EARLY_TERMINATE_KEYS,
     "scheduler": SCHEDULER_KEYS, "resources": RESOURCE_KEYS, "training": TRAINING_KEYS, "training.ddp": DDP_KEYS,
-    "wandb": WANDB_KEYS, "failure": FAILURE_KEYS, "execution": EXECUTION_KEYS,
+    "wandb": WANDB_KEYS, "failure": FAILURE_KEYS, "execution": EXECUTION_KEYS, "limits": LIMITS_KEYS,
 }
 
 
@@ -79,6 +80,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     run_cap = _run_cap(check, raw.get("run_cap"), method)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
+    limits = _limits(check, raw.get("limits", {}))
     if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
         check.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
                                  f"`distribution`), got only constants; use method random or grid")
@@ -88,7 +90,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     return SweepSpec(
         name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters, task=task,
         scheduler=scheduler, resources=resources, training=training, seed=seed, description=description,
-        wandb=wandb, failure=failure, execution=execution, notes=tuple(check.notes), source=copy.deepcopy(raw),
+        wandb=wandb, failure=failure, execution=execution, limits=limits, notes=tuple(check.notes), source=copy.deepcopy(raw),
     )
 
 
@@ -205,6 +207,15 @@ def _failure(check: Checker, raw: Any) -> FailureSpec:
             number = None
         limit = number
     return FailureSpec(max_failures=max_failures, max_failed_trials=limit)
+
+
+def _limits(check: Checker, raw: Any) -> LimitsSpec:
+    if not check.mapping("limits", raw, "{sweep_s: 3600}"):
+        return LimitsSpec()
+    check.unknown_keys("limits", raw, LIMITS_KEYS)
+    seconds = {key: check.at_least(f"limits.{key}", check.number(f"limits.{key}", raw[key]), 0, strictly=True)
+               for key in LIMITS_KEYS if raw.get(key) is not None}
+    return LimitsSpec(**seconds)
 
 
 def _execution(check: Checker, raw: Any) -> ExecutionSpec:
