@@ -1,7 +1,7 @@
 """What every benchmark of the suite shares: the embedded Ray they start, the result file they write,
 the figure rows they print, and the machine they ran on.
 
-A figure is one row of the README's Performance table: what was measured, the anchor's value (what a
+A figure is one row of the Performance table of docs/benchmarks.md: what was measured, the anchor's value (what a
 user would run instead, measured in the same run), tune-service's value, the target and whether it
 was met. Timings are only ever compared as ratios of runs made side by side in one process (or one
 parent process), interleaved where the benchmark allows: this machine is shared, and its absolute

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and 1 seed: a few minutes; results flagged quick")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--markdown", action="store_true",
-                        help="print the README's Performance table from the saved results and exit (runs nothing)")
+                        help="print the Performance table (docs/benchmarks.md) from the saved results and exit (runs nothing)")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(args.names or [n for n in BENCHMARKS if n not in NAMED_ONLY], args.quick))

@@ -50,7 +50,7 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
     }))
     experiment = tmp_path / "runs" / "crashed"
     # Killed once the trial's first checkpoint is written and Tune's saved state holds the trial: a trial
-    # started within the last state save (2 s) before a kill is started anew on resume (README, "When
+    # started within the last state save (2 s) before a kill is started anew on resume (docs/tutorial.md, "When
     # things go wrong"), which warm trials, starting in 0.02 s, can reach their first checkpoint within.
     killed = signal_driver_when(spec, tmp_path / "runs", "crashed", signum=signal.SIGKILL, timeout=400,
                                 ready=lambda: 1 <= checkpoint_epochs(experiment).get(KILLED_DURING, 0) < 4
