@@ -233,6 +233,8 @@ class DivergingDigits(Digits):
     """Digits whose training loss turns NaN from epoch ``diverge_at`` on (0: never), as a trial whose
     learning rate is far too high would."""
 
+    hyperparameters = (*Digits.defaults, "diverge_at")
+
     def __init__(self):
         self.epoch, self.evaluating, self.diverge_at = 1, False, 0
 
@@ -254,6 +256,8 @@ class RankKillingDigits(Digits):
     """Digits whose rank 1 kills its own process with SIGKILL at training batch ``kill_at_batch`` of an
     attempt, in the first attempt only (``kill: once``) or in every attempt (``kill: always``). Every rank
     process appends one byte per training batch to ``record_dir/kill=MODE-attempt=N-pid=PID``."""
+
+    hyperparameters = (*Digits.defaults, "record_dir", "kill", "kill_at_batch")
 
     #: (mode, pid) -> the attempt it belongs to (decided at its first batch); a warm rank process runs
     #: the trials of both modes.
@@ -283,6 +287,8 @@ class SecretLeakingDigits(Digits):
     secret is read from the file ``secret_file`` (the ranks of the shared test Ray do not see
     environment variables set after it started), so no config holds it. ``fail: false`` trains."""
 
+    hyperparameters = (*Digits.defaults, "fail", "secret_file")
+
     def model(self, config):
         if config.get("fail", True):
             secret = Path(config["secret_file"]).read_text().strip()
@@ -294,6 +300,9 @@ class ScoredDigits(SlowDigits):
     """SlowDigits whose validation ``score`` is its hyperparameter ``quality`` at every epoch, so a
     scheduler's decisions follow from the configs alone. Every rank process appends one byte per
     training batch to ``record_dir/quality=Q-pid=PID``."""
+
+    hyperparameters = (*Digits.defaults, "record_dir", "quality")
+    metric_names = ("accuracy", "score")
 
     def model(self, config):
         self.quality = float(config["quality"])

@@ -57,5 +57,12 @@ def nearest(word: Any, choices: tuple[str, ...] | list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest valid choice (a prefix, or a near spelling), or ``""``."""
     word = str(word)
     prefixed = [c for c in choices if word and c.startswith(word)]
-    match = prefixed[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    # An abbreviation by initials, either way: learning_rate and lr, weight_decay and wd.
+    abbreviated = [c for c in choices if word and c and word in (c, _initials(c)) or _initials(word) == c]
+    match = prefixed[:1] or abbreviated[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _initials(name: str) -> str:
+    words = [w for w in name.split("_") if w]
+    return "".join(w[0] for w in words) if len(words) > 1 else ""

@@ -17,6 +17,8 @@ from tune_service.tasks.digits import Digits
 
 
 class NodeDigits(Digits):
+    hyperparameters = (*Digits.defaults, "record_dir", "tag", "epoch_sleep_s")
+
     def model(self, config):
         import ray
         import torch.distributed as dist

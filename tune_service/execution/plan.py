@@ -19,6 +19,7 @@ from tune_service.spec import SweepSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import resolve_mode
 from tune_service.tasks import ResolvedTask, Task, resolve_task
+from tune_service.tasks.spec_check import check_spec_against_task
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,15 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
         task: the task object itself (Python API), used instead of resolving ``spec.task``.
 
     Raises:
-        SpecError: the searcher cannot express a parameter.
+        SpecError: the searcher cannot express a parameter, or the spec asks of its task a metric it never
+            reports or a parameter it does not take (:mod:`tune_service.tasks.spec_check`).
         TaskError: the task cannot be imported or used.
     """
     searcher, num_trials = registry.build_searcher(spec)
     resolved = resolve_task(task if task is not None else spec.task)
+    if resolved.task is not None:
+        notes = check_spec_against_task(spec, resolved.task, resolved.reference)
+        spec = replace(spec, notes=(*spec.notes, *notes))
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
     return SweepPlan(spec, resolved, num_trials, schedule, searcher)
 

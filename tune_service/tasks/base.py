@@ -29,6 +29,15 @@ import torch
 import torch.nn.functional as F
 
 
+#: What the shared loop reports every epoch for every task, beside ``val_<name>`` per task metric.
+LOOP_REPORTS = ("epoch", "train_loss", "val_loss", "world_size", "batch_per_rank", "grad_accum_steps",
+                "global_batch", "lr", "precision", "epoch_time_s")
+#: The hyperparameters the shared loop reads for every task.
+LOOP_HYPERPARAMETERS = ("lr", "batch_size", "optimizer", "weight_decay", "momentum")
+#: A task's ``hyperparameters`` when it takes any config key.
+ANY = "any"
+
+
 class Task:
     """Base class of a trainable task. Subclasses override ``datasets`` and ``model``.
 
@@ -53,6 +62,15 @@ class Task:
         - ``ddp_comm_hook() -> (state, hook) | None``: a DDP communication hook (e.g. PyTorch's
           ``fp16_compress_hook``) registered on the DDP wrapper at world size > 1.
 
+    What it reports and takes (``--dry-run`` and ``run`` check a spec against them):
+        - ``metric_names``: the names ``metrics`` returns (``("accuracy",)`` for the default); the
+          task reports ``val_<name>`` for each, beside :data:`LOOP_REPORTS`. A subclass that overrides
+          ``metrics`` without declaring them is not checked.
+        - ``hyperparameters``: the config keys it reads. By default, those of ``defaults`` and
+          ``data_hparams`` and the shared loop's (:data:`LOOP_HYPERPARAMETERS`); :data:`ANY` takes any
+          (a task that passes its config on whole). A searched parameter the task does not take would
+          be searched for nothing, so a spec with one is refused.
+
     Optional attribute:
         - ``data_hparams``: the hyperparameters that shape what ``datasets`` returns. A warm gang keeps
           the data sets it built and hands them to the next trial whose values of these match; ``()``
@@ -64,6 +82,24 @@ class Task:
     name: str = "task"
     defaults: Mapping[str, Any] = {}
     data_hparams: tuple[str, ...] | None = None
+    metric_names: tuple[str, ...] = ("accuracy",)
+    hyperparameters: tuple[str, ...] | str | None = None
+
+    def reported_metrics(self) -> tuple[str, ...] | None:
+        """Every name the task reports each epoch; None when it does not say (``metrics`` overridden
+        and ``metric_names`` not declared)."""
+        declared = "metric_names" in {k for cls in type(self).__mro__[:-1] if cls is not Task for k in vars(cls)}
+        if type(self).metrics is not Task.metrics and not declared:
+            return None
+        return (*LOOP_REPORTS, *(f"val_{name}" for name in self.metric_names))
+
+    def taken_hyperparameters(self) -> tuple[str, ...] | None:
+        """Every config key the task reads, sorted; None when it takes any."""
+        if self.hyperparameters == ANY:
+            return None
+        if self.hyperparameters is not None:
+            return tuple(sorted({*self.hyperparameters, *LOOP_HYPERPARAMETERS}))
+        return tuple(sorted({*self.defaults, *(self.data_hparams or ()), *LOOP_HYPERPARAMETERS}))
 
     def datasets(self, config: Mapping[str, Any]):
         raise NotImplementedError

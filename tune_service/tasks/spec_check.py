@@ -1,0 +1,43 @@
+"""A spec checked against its task, before anything runs: a metric the task never reports would fail
+every trial at its first report, and a searched parameter the task does not take would be searched for
+nothing (``learning_rate`` for a task that reads ``lr``).
+
+The task says what it reports and takes (:meth:`Task.reported_metrics`, :meth:`Task.taken_hyperparameters`);
+a plain ``train_loop_per_worker`` says neither and is not checked.
+"""
+
+from __future__ import annotations
+
+from tune_service.errors import Problem, SpecError, nearest
+from tune_service.spec import SweepSpec
+from tune_service.tasks.base import Task
+
+
+def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list[str]:
+    """Refuse what ``spec`` asks of ``task`` that the task cannot give; the notes to show otherwise.
+
+    A spec without a ``task:`` key (a W&B sweep file: its program is not run, the built-in task stands
+    in) gets notes instead of refusals for the parameters the stand-in does not take.
+
+    Raises:
+        SpecError: the metric is one the task never reports, or a searched parameter is one it does not
+            take; each problem names the task's nearest name and every name it has.
+    """
+    problems = []
+    reported = task.reported_metrics()
+    name = spec.metric.name
+    if reported is not None and name not in reported:
+        problems.append(Problem("metric.name", f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
+                                               f"it reports: {', '.join(reported)}"))
+    taken = task.taken_hyperparameters()
+    for parameter in [p.name for p in spec.parameters if p.is_searched] if taken is not None else ():
+        top = parameter.split(".")[0]
+        if top not in taken:
+            problems.append(Problem(f"parameters.{parameter}", f"the task {reference} does not take {top!r}"
+                                    f"{nearest(top, taken)}; it takes: {', '.join(taken)}"))
+    if problems and "task" not in spec.source:  # a W&B file: the built-in task stands in for its program
+        return [f"{p.path}: {p.message} (the built-in task trains in place of your program: name your model "
+                f"with `task:`)" for p in problems]
+    if problems:
+        raise SpecError(problems)
+    return []
