@@ -200,10 +200,9 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
     from tune_service.experiment.callbacks import FinalStatuses
 
     plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
-    for what, given in (("limits.sweep_s", spec.limits.sweep_s), ("failure.max_failed_trials",
-                                                                   spec.failure.max_failed_trials)):
-        if given is not None:
-            check_main_thread(what)
+    ending = {"limits.sweep_s": spec.limits.sweep_s, "failure.max_failed_trials": spec.failure.max_failed_trials}
+    for what in (what for what, given in ending.items() if given is not None):
+        check_main_thread(what)  # they end the sweep as Ctrl+C does
     lock = DriverLock(experiment_dir)  # one driver per experiment
     if restore:
         lock.acquire()  # a second resume is refused before Ray starts
@@ -223,8 +222,11 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         if not restore:  # the plan holds: from here on the experiment directory exists
             lock.acquire()
             _write_sweep_file(experiment_dir, spec, task)
-        previous = results.load(experiment_dir) if restore and (experiment_dir / layout.SUMMARY_FILE).is_file() else None
-        view = LiveView([*plan.headline(), f"experiment {experiment_dir}"], plan.rungs) if verbose >= VERBOSE_LIVE else None
+        had_summary = restore and (experiment_dir / layout.SUMMARY_FILE).is_file()
+        previous = results.load(experiment_dir) if had_summary else None
+        view = None
+        if verbose >= VERBOSE_LIVE:
+            view = LiveView([*plan.headline(), f"experiment {experiment_dir}"], plan.rungs)
         progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
                                  plan.num_trials, observers=[view] if view else [], previous=previous)
         limit = spec.failure.failed_trials_limit(plan.num_trials)
@@ -245,9 +247,9 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is
         # silent there (our view is the output unless verbose=2 asks for Ray's).
         quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}
-        with _sigterm_as_ctrl_c(), _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
-                                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet), \
-                _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
+        settings = _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
+                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet)
+        with _sigterm_as_ctrl_c(), settings, _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
             grid = tuner.fit()
         # A trial Tune terminated without completing it (the sweep's time limit, a stopper's stop_all)
         # is still running for our progress: it was cut, and resume continues it.

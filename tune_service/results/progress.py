@@ -79,7 +79,8 @@ class SweepProgress(DriverCallback):
     def snapshot(self) -> SweepResult:
         """The sweep so far, as a :class:`SweepResult` marked in progress."""
         trials = tuple(self.trials.values())
-        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best_trial(trials, self.metric, self.mode),
+        best = best_trial(trials, self.metric, self.mode)
+        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
                            {IN_PROGRESS_KEY: True, "max_t": self.max_t})
 
     # -- Tune's events -------------------------------------------------------------------------------

@@ -477,4 +477,3 @@ def _parameter_defaults(distribution: str) -> dict[str, Any]:
         raise ValueError(f"cannot find the defaults of {distribution}: the reader refuses {body} "
                          f"({'; '.join(map(str, check.problems))})")
     return {k: getattr(read[0], k) for k in optional}
-

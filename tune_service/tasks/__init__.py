@@ -83,7 +83,8 @@ def _check_train_loop(fn: Callable, reference: str) -> None:
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        raise TaskError(f"task: a train_loop_per_worker must be a Python function, got {name} for {reference!r}") from None
+        raise TaskError(f"task: a train_loop_per_worker must be a Python function, got {name} "
+                        f"for {reference!r}") from None
     required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     positional = [p for p in required if p.kind != p.KEYWORD_ONLY]
     if len(positional) > 1 or len(required) > len(positional):
