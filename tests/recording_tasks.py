@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 
 import torch
@@ -263,9 +264,9 @@ class RankKillingDigits(Digits):
     #: the trials of both modes.
     attempts: dict[tuple[str, int], int] = {}
 
-    def augment(self, inputs, targets, config):
-        import signal
+    SIGNAL = signal.SIGKILL
 
+    def augment(self, inputs, targets, config):
         import torch.distributed as dist
 
         record_dir, mode = Path(config["record_dir"]), config["kill"]
@@ -278,8 +279,15 @@ class RankKillingDigits(Digits):
         if dist.get_rank() == 1 and record.stat().st_size == config["kill_at_batch"] and attempt <= last_attempt_to_kill:
             with open(killed, "ab") as f:
                 f.write(b"x")  # one byte per kill: the next attempt's number
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), self.SIGNAL)
         return super().augment(inputs, targets, config)
+
+
+class RankStoppingDigits(RankKillingDigits):
+    """RankKillingDigits whose rank 1 stops (SIGSTOP) instead of dying: alive, holding its connections,
+    and silent, as a rank hung in a driver call or a deadlock would be. Records under ``kill=MODE``."""
+
+    SIGNAL = signal.SIGSTOP
 
 
 class SecretLeakingDigits(Digits):

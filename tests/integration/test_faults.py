@@ -126,3 +126,23 @@ def test_the_time_limits_stop_a_trial_and_end_the_sweep_resumably(ray_cluster, t
     assert len(final.trials) == 4 and {t.status for t in final.trials} == {"stopped"}
     assert {t.trial_id: t.epochs for t in final.trials if t.trial_id in {s.trial_id for s in stopped}} == \
            {t.trial_id: t.epochs for t in stopped}  # ended trials are never run again
+
+
+def test_a_stopped_rank_is_caught_by_the_progress_limit_and_the_trial_retried(ray_cluster, tmp_path):
+    records = tmp_path / "batches"
+    records.mkdir()
+    spec = {"name": "stalled", "task": "recording_tasks:RankStoppingDigits", "method": "grid",
+            "metric": {"name": "val_accuracy", "goal": "maximize"}, "scheduler": {"type": "fifo", "max_t": 3},
+            "failure": {"max_failures": 1}, "limits": {"progress_s": 8},
+            "parameters": {"kill": {"values": ["once", "always"]}, "record_dir": {"value": str(records)},
+                           "kill_at_batch": {"value": 40}, "batch_size": {"value": 64}}}
+    result = tune_service.run(spec, storage=tmp_path, name="stalled", verbose=0)
+    trials = {t.config["kill"]: t for t in result.trials}
+    once = trials["once"]
+    assert (once.status, once.epochs) == ("completed", 3)  # retried on a new gang, from its checkpoint
+    stopped_at = (records / "kill=once-killed").stat().st_mtime  # rank 1 stopped itself right after
+    retried_at = min(f.stat().st_ctime for f in records.glob("kill=once-attempt=2-*"))
+    assert retried_at - stopped_at < 8 + 20  # the limit, then a new gang's start (a few seconds; slack for CI)
+    always = trials["always"]
+    assert always.status == "failed"
+    assert "TrialStalled: no report from the trial for 8 s (limits.progress_s)" in always.error

@@ -97,7 +97,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                   metric=spec.metric.name, secrets=fingerprints)
     template: SweepTrial
     if plan.warm_gangs:
-        gang = GangSettings(spec.resources, spec.execution)
+        gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
         template = WarmTrial(**shared, gang=gang)
         resources = trial_resources(gang)
         # A failed trial is retried by Tune (from its newest checkpoint, on a new gang); a fresh trial

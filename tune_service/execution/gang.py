@@ -16,6 +16,7 @@ CUDA memory after its trial, or keeps child processes its trial started.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -38,6 +39,13 @@ class GangSettings:
 
     resources: ResourceSpec
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
+    #: ``limits.progress_s``: the longest a trial may go without a report (None: no limit).
+    progress_s: float | None = None
+
+    @property
+    def collective_timeout_s(self) -> float:
+        """How long a rank waits in a collective: the progress limit, when it is the shorter."""
+        return min(self.execution.collective_timeout_s, self.progress_s or math.inf)
 
     @property
     def backend(self) -> str:
@@ -53,6 +61,10 @@ class GangSettings:
 
 class GangBroken(RuntimeError):
     """A rank of the gang died, or did not leave a stopped trial in time; the gang has been given up."""
+
+
+class TrialStalled(GangBroken):
+    """The trial went longer than ``limits.progress_s`` without a report; the gang has been given up."""
 
 
 class Gang:
@@ -87,7 +99,7 @@ class Gang:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     placement_group, placement_group_bundle_index=rank)
             ranks.append(actor.options(**options).remote(rank, r.workers, settings.backend,
-                                                         settings.execution.collective_timeout_s, secrets))
+                                                         settings.collective_timeout_s, secrets))
         gang = cls(settings, ranks, None if placement_group is None else placement_group.id, 0.0)
         try:
             master_address, master_port = ray.get(ranks[0].address.remote())
@@ -109,6 +121,7 @@ class Gang:
 
         Raises:
             GangBroken: a rank died, or a stopped trial's ranks did not leave the loop in time.
+            TrialStalled: no report came for ``settings.progress_s`` seconds.
             Exception: what a rank raised (a Ray error that is also an instance of the rank's own).
             Either way the gang is retired.
         """
@@ -121,8 +134,13 @@ class Gang:
         running = list(runs)
         try:
             while pending_report is not None or running:
-                ready = ray.wait([*([pending_report] if pending_report is not None else []), *running],
-                                 num_returns=1)[0][0]
+                waited = ray.wait([*([pending_report] if pending_report is not None else []), *running],
+                                  num_returns=1, timeout=self.settings.progress_s)[0]
+                if not waited:  # a stuck rank cannot be asked to stop: the gang is ended at once
+                    self.shutdown(f"no report for {self.settings.progress_s:g} s")
+                    raise TrialStalled(f"no report from the trial for {self.settings.progress_s:g} s "
+                                       f"(limits.progress_s): a rank is stuck, stopped or far slower")
+                ready = waited[0]
                 if ready is pending_report:
                     item = ray.get(pending_report)
                     if item is None:  # rank 0's run has ended

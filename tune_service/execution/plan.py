@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tune_service.errors import Problem, SpecError
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
 from tune_service.search.schedule import Schedule, expected_schedule
@@ -164,7 +165,11 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
         notes = check_spec_against_task(spec, resolved.task, resolved.reference)
         spec = replace(spec, notes=(*spec.notes, *notes))
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
-    return SweepPlan(spec, resolved, num_trials, schedule, searcher)
+    plan = SweepPlan(spec, resolved, num_trials, schedule, searcher)
+    if spec.limits.progress_s is not None and not plan.warm_gangs:
+        raise SpecError([Problem("limits.progress_s", "is watched on warm gangs only; this sweep's trials run "
+                                                      "fresh (a train_loop_per_worker, or execution.gangs: fresh)")])
+    return plan
 
 
 def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,

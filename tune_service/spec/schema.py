@@ -125,6 +125,7 @@ TYPES: dict[str, dict] = {
     "failure.max_failed_trials": _nullable({"anyOf": [_integer(1), _number(exclusiveMinimum=0, exclusiveMaximum=1)]}),
     "limits.sweep_s": _nullable(_number(exclusiveMinimum=0)),
     "limits.trial_s": _nullable(_number(exclusiveMinimum=0)),
+    "limits.progress_s": _nullable(_number(exclusiveMinimum=0)),
     "execution.gangs": _choice(GANG_MODES),
     "execution.recycle_after_trials": _integer(1),
     "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
@@ -232,6 +233,9 @@ DESCRIPTIONS: dict[str, str] = {
                       "and `tune-run --resume` continues them.",
     "limits.trial_s": "A trial is stopped at its first report after this many seconds of training, keeping "
                       "what it reported.",
+    "limits.progress_s": "A trial with no report for this many seconds (a rank hung or stopped) has its gang "
+                         "ended and fails, or is retried under failure.max_failures; longer than the slowest "
+                         "epoch. Warm gangs only.",
     "execution.gangs": "warm keeps each concurrency slot's DDP ranks up across trials; fresh starts a new Ray "
                        "Train run for every trial (for a task that leaks global state).",
     "execution.recycle_after_trials": "The number of trials after which a warm gang is rebuilt.",

@@ -91,10 +91,14 @@ class LimitsSpec:
       running trials are left ``interrupted``, and ``resume`` continues them.
     - ``trial_s``: a trial is stopped at its first report after this much training time (Tune's
       ``time_total_s``), keeping what it reported.
+    - ``progress_s``: a trial with no report for this long (a rank hung, stopped or deadlocked) has its
+      gang ended and fails (or is retried under ``failure.max_failures``); a rank's collectives give up
+      after it too. Longer than the slowest epoch, then. Warm gangs only.
     """
 
     sweep_s: float | None = None
     trial_s: float | None = None
+    progress_s: float | None = None
 
 
 GANG_MODES = ("warm", "fresh")
