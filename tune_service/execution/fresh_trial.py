@@ -19,6 +19,7 @@ from typing import Any, Callable
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.experiment.checkpoints import TRAIN_RUN_NAME, checkpointed_report, trial_storage
 from tune_service.experiment.layout import TIME_ATTR
+from tune_service.ray_internals import private
 from tune_service.redaction import scrubbing
 from tune_service.spec import ResourceSpec
 from tune_service.spec.configs import plain
@@ -72,7 +73,7 @@ def _relay_callback(metric: str):
                 check_metric_reported(metric, combined)
             if checkpoint:
                 combined[CHECKPOINT_PATH_KEY] = checkpoint.path
-            self._training_actor_item_queue.put(combined)
+            private(self, "_training_actor_item_queue").put(combined)
 
     return RelayToTune()
 
@@ -160,9 +161,9 @@ class FreshTrial(SweepTrial):
 
 
 def _tune_session() -> Any:
-    from ray.train._internal.session import get_session
+    from ray.train._internal import session
 
-    return get_session()
+    return private(session, "get_session")()
 
 
 def wait_for_tune_to_take_the_last_report(session: Any, timeout_s: float = 60.0, quiet_s: float = 0.2) -> None:
@@ -174,12 +175,10 @@ def wait_for_tune_to_take_the_last_report(session: Any, timeout_s: float = 60.0,
     Tune reads. When the trial function returns, Ray puts a last "function returned" marker into the
     second queue. If the job's last report is still in the first then, the main thread blocks putting
     it behind the marker it alone would read: the trial hangs for ever, holding its slot, and the sweep
-    never ends (seen once in 200 trials on a loaded 2-core machine). The session's private attributes
-    are looked up with care: without them (another Ray) there is nothing to wait for.
+    never ends (seen once in 200 trials on a loaded 2-core machine). The queues are private to Ray
+    (:mod:`tune_service.ray_internals`).
     """
-    relay, results = getattr(session, "_inter_actor_queue", None), getattr(session, "result_queue", None)
-    if relay is None or results is None:
-        return
+    relay, results = private(session, "_inter_actor_queue"), private(session, "result_queue")
     deadline, quiet_since = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
         if relay.empty() and results.empty():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TIME_ATTR
+from tune_service.ray_internals import private
 
 _STATE_FILE = "state.pt"  # tune_service.training.checkpoint.STATE_FILE, without importing torch here
 _CHECKPOINT_PREFIX = "checkpoint_"
@@ -93,9 +94,9 @@ def trial_storage() -> tuple[str, Any]:
     """The running trial's directory in the experiment's storage (a local path, or a path on the
     storage's pyarrow filesystem) and that filesystem; ``get_trial_dir()`` is a per-session staging
     directory. Call it in a trial."""
-    from ray.train._internal.session import get_storage  # a DeveloperAPI of the pinned Ray 2.60
+    from ray.train._internal import session
 
-    storage = get_storage()
+    storage = private(session, "get_storage")()
     return storage.trial_fs_path, storage.storage_filesystem
 
 

@@ -31,6 +31,7 @@ from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
 from ray.tune.schedulers.hyperband import _Bracket
 
 from tune_service.experiment.layout import TIME_ATTR
+from tune_service.ray_internals import private
 
 _ENDED = (Trial.TERMINATED, Trial.ERROR)
 
@@ -132,9 +133,7 @@ def save_status(tune_controller, trial: Trial) -> None:
     """Have Tune save ``trial``'s status with the experiment's state. Tune does so by itself only when
     it stops a trial's actor: a trial stopped while paused or pending has none, so it would be saved
     as paused or pending, and be run again when the experiment is resumed."""
-    mark_for_saving = getattr(tune_controller, "_mark_trial_to_checkpoint", None)  # private in Ray 2.60
-    if mark_for_saving is not None:
-        mark_for_saving(trial)
+    private(tune_controller, "_mark_trial_to_checkpoint")(trial)
 
 
 def creation_index(trial: Trial) -> int:

@@ -1,0 +1,66 @@
+"""Every private name of Ray the service relies on (tune_service.ray_internals) is there in the
+installed Ray: when Ray changes one, this fails naming it, before any sweep meets it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+
+import pytest
+
+from tune_service import ray_internals
+from tune_service.ray_internals import INTERNALS, Internal, RayInternalsChanged, private
+
+
+def owner_of(internal: Internal):
+    module, _, cls = internal.owner.partition(":")
+    owner = importlib.import_module(module)
+    return getattr(owner, cls) if cls else owner
+
+
+def sets_on_instances(cls: type, name: str) -> bool:
+    """Whether the class, or a class it is made from, assigns ``self.<name>`` in its source."""
+    assignment = re.compile(rf"\bself\.{re.escape(name)}\s*(:[^=]*)?=")
+    return any(assignment.search(inspect.getsource(k)) for k in cls.__mro__ if k.__module__.startswith("ray."))
+
+
+@pytest.mark.parametrize("internal", INTERNALS, ids=str)
+def test_the_private_name_is_in_the_installed_ray(internal):
+    owner = owner_of(internal)
+    if internal.instance:
+        assert sets_on_instances(owner, internal.name), f"Ray changed {internal}, used in {internal.used_in}"
+    else:
+        assert hasattr(owner, internal.name), f"Ray changed {internal}, used in {internal.used_in}"
+
+
+def test_every_private_import_and_lookup_in_the_source_is_listed():
+    """A private Ray name imported (``from ray._raylet import Config``, ``from ray.x import _Bracket``,
+    ``from ray.train._internal import session``), or looked up with private(), is in INTERNALS."""
+    from pathlib import Path
+
+    modules = {i.owner.partition(":")[0] for i in INTERNALS}
+    names = {i.name for i in INTERNALS}
+    unlisted = []
+    for path in Path(ray_internals.__file__).parent.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for module, imported in re.findall(r"from (ray[\w.]*) import ([\w, ]+)", text):
+            for name in (n.strip() for n in imported.split(",")):
+                dotted = f"{module}.{name}"
+                if "._" in f".{dotted}" and dotted not in modules and not (module in modules and name in names):
+                    unlisted.append(f"{path.name}: {dotted}")
+        unlisted += [f"{path.name}: private(..., {n!r})" for n in re.findall(r"private\([^,]+, \"(\w+)\"\)", text)
+                     if n not in names]
+    assert unlisted == []
+
+
+def test_a_missing_private_name_is_an_error_that_names_it():
+    class Controller:  # a TuneController as a Ray without the method would make it
+        __module__ = "ray.tune.execution.tune_controller"
+
+    Controller.__name__ = "TuneController"
+    with pytest.raises(RayInternalsChanged, match=r"has no ray\.tune\.execution\.tune_controller:TuneController\."
+                                                  r"_mark_trial_to_checkpoint \(used in search\.hyperband"):
+        private(Controller(), "_mark_trial_to_checkpoint")
+    with pytest.raises(AssertionError, match="_something_else is not in INTERNALS"):
+        private(Controller(), "_something_else")

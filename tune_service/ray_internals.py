@@ -1,0 +1,105 @@
+"""Every private name of Ray that tune-service relies on, in one place, with why.
+
+Ray's public API does not cover a few things the service must do (rebuild a scheduler's brackets after
+a crash, relay a Train run's reports to Tune, start an embedded Ray on loopback with token auth).
+Each private name those need is listed in :data:`INTERNALS`; ``tests/unit/test_ray_internals.py``
+checks every one against the installed Ray and fails naming it when Ray changes. Code that uses one
+at run time goes through :func:`private` (an attribute that must be there), never ``getattr`` with a
+default: a changed Ray is an error that says what changed, not a silent fallback.
+
+The supported Ray versions are ``pyproject.toml``'s range; a new Ray is taken into it once this
+module's test and the suite pass on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Internal:
+    """A private name: ``owner`` (an importable module, or ``module:Class``), the ``name`` on it, and
+    whether it is set on instances (``instance``: checked in the class's source) rather than defined on
+    the class or module."""
+
+    owner: str
+    name: str
+    used_in: str
+    why: str
+    instance: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.owner}.{self.name}"
+
+
+_HYPERBAND = "ray.tune.schedulers.hyperband:HyperBandScheduler"
+_BRACKET = "ray.tune.schedulers.hyperband:_Bracket"
+_ASHA = "ray.tune.schedulers.async_hyperband:AsyncHyperBandScheduler"
+_BRACKET_WHY = "ResumedHyperBand replays a restored bracket's halvings"
+
+INTERNALS: tuple[Internal, ...] = (
+    # Schedulers: our HyperBand and ASHA subclasses, and their rebuild after a crash.
+    Internal(_HYPERBAND, "_process_bracket", "search.hyperband", "WaitingHyperBand saves the statuses of the "
+             "paused trials a halving stops"),
+    *(Internal(_HYPERBAND, name, "search.hyperband", "the scheduler's settings, for the brackets it makes",
+               instance=True) for name in ("_get_n0", "_get_r0", "_time_attr", "_max_t_attr", "_eta",
+                                           "_stop_last_trials", "_metric", "_metric_op")),
+    Internal(_HYPERBAND, "_trial_info", "search.hyperband", "the bracket each restored trial is in",
+             instance=True),
+    Internal("ray.tune.schedulers.hyperband", "_Bracket", "search.hyperband", "FillOnceBracket subclasses it"),
+    *(Internal(_BRACKET, name, "search.hyperband", _BRACKET_WHY, instance=True)
+      for name in ("_n0", "_cumul_r", "_halves", "_live_trials")),
+    *(Internal(_ASHA, name, "search.replay", "ResumedASHA refills the rungs from the recorded results",
+               instance=True) for name in ("_trial_info", "_time_attr", "_metric", "_max_t", "_metric_op")),
+    Internal("ray.tune.execution.tune_controller:TuneController", "_mark_trial_to_checkpoint", "search.hyperband",
+             "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)"),
+    # Tuner.restore keeps the pickled scheduler; the resumed one must be ours.
+    Internal("ray.tune.tuner:Tuner", "_local_tuner", "execution.driver", "a restored Tuner's scheduler is set "
+             "to the one rebuilt from the recorded results (Ray 2.60 has no public setter)", instance=True),
+    Internal("ray.tune.impl.tuner_internal:TunerInternal", "_tune_config", "execution.driver", "as above",
+             instance=True),
+    # Ray Train sessions, in a trial.
+    Internal("ray.train._internal.session", "get_storage", "experiment.checkpoints", "the trial's directory in "
+             "the experiment's storage and its filesystem"),
+    Internal("ray.train._internal.session", "get_session", "execution.fresh_trial", "the session whose queues "
+             "hold a fresh trial's last report"),
+    Internal("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "execution.fresh_trial",
+             "the first of the two queues a report passes through to Tune", instance=True),
+    Internal("ray.train._internal.session:_TrainSession", "result_queue", "execution.fresh_trial",
+             "the second", instance=True),
+    Internal("ray.tune.integration.ray_train:TuneReportCallback", "_training_actor_item_queue",
+             "execution.fresh_trial", "the queue the relay of a fresh trial's reports puts them in",
+             instance=True),
+    # The embedded Ray: loopback only, token authentication on.
+    Internal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "execution.driver", "off while the embedded "
+             "Ray starts, so its servers bind to loopback"),
+    Internal("ray._raylet", "AuthenticationTokenLoader", "execution.driver", "the token Ray's processes read is "
+             "the one just set"),
+    Internal("ray._raylet", "Config", "execution.driver", "this process's Ray config sees token mode"),
+)
+
+
+class RayInternalsChanged(RuntimeError):
+    """A private name of Ray that tune-service relies on is not there: the installed Ray is not one the
+    service supports (see ``pyproject.toml``)."""
+
+
+def private(obj: Any, name: str) -> Any:
+    """``obj``'s private attribute ``name``, one of :data:`INTERNALS` (``obj`` may be a Ray object that
+    forwards to the owner, as the TrialRunnerWrapper a scheduler is given forwards to the TuneController).
+
+    Raises:
+        RayInternalsChanged: it is not there, naming it.
+    """
+    listed = [i for i in INTERNALS if i.name == name]
+    if not listed:
+        raise AssertionError(f"ray_internals: {name} is not in INTERNALS; add it there")
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        import ray
+
+        owners = " or ".join(str(i) for i in listed)
+        raise RayInternalsChanged(f"Ray {ray.__version__} has no {owners} (used in {listed[0].used_in} because "
+                                  f"{listed[0].why}); install a Ray in tune-service's supported range") from None
