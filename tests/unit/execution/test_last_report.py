@@ -13,7 +13,10 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from tune_service.execution.fresh_trial import wait_for_tune_to_take_the_last_report
+from tune_service.ray_internals import RayInternalsChanged
 
 
 def test_the_trial_function_waits_until_the_last_report_has_been_taken():
@@ -42,9 +45,9 @@ def test_a_report_never_taken_ends_the_wait_with_a_warning(caplog):
     assert "has not taken the trial's last report" in caplog.text
 
 
-def test_a_session_without_the_queues_has_nothing_to_wait_for():
-    wait_for_tune_to_take_the_last_report(SimpleNamespace(), timeout_s=1000)  # returns at once
-    wait_for_tune_to_take_the_last_report(None, timeout_s=1000)
+def test_a_session_without_the_queues_is_an_error_naming_them():
+    with pytest.raises(RayInternalsChanged, match=r"_TrainSession\._inter_actor_queue \(used in execution\.fresh_trial"):
+        wait_for_tune_to_take_the_last_report(SimpleNamespace(), timeout_s=1000)  # a Ray without them: said
 
 
 def test_ray_still_relays_reports_through_the_two_queues_waited_on():

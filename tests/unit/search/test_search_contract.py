@@ -159,6 +159,7 @@ class SimulatedController:
 
     def __init__(self, trials: list[Trial], scheduler: TrialScheduler):
         self.trials, self.scheduler = trials, scheduler
+        self.marked: list[str] = []
         self.search_alg = SimpleNamespace(searcher=SimpleNamespace(on_pause=lambda trial_id: None,
                                                                    on_unpause=lambda trial_id: None))
 
@@ -170,6 +171,10 @@ class SimulatedController:
         assert trial.status in (Trial.PAUSED, Trial.PENDING), trial.status  # HyperBand stops no other
         self.scheduler.on_trial_remove(self, trial)
         trial.status = Trial.TERMINATED
+
+    def _mark_trial_to_checkpoint(self, trial: Trial) -> None:
+        """As Tune's (private): the trial's status goes into the next saved experiment state."""
+        self.marked.append(trial.trial_id)
 
 
 def play(scheduler: TrialScheduler, trials: list[Trial], max_t: int) -> dict[str, list[str]]:
