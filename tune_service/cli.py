@@ -253,7 +253,9 @@ def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
         print(f"wandb: runs saved offline; upload them with: wandb sync {wandb['dir']}/offline-run-*")
     elif wandb:
         where = "/".join(x for x in (wandb.get("entity"), wandb.get("project")) if x)
-        print(f"wandb: project {where}, group {wandb.get('group')}" + (f": {wandb['url']}" if wandb.get("url") else ""))
+        print(f"wandb: project {where}, group {wandb.get('group')}")
+        for name, url in (wandb.get("urls") or {}).items():  # each run's page, the summary run's too
+            print(f"wandb: {name}: {url}")
 
 
 def _results(args: argparse.Namespace) -> int:

@@ -92,3 +92,15 @@ def test_quiet_prints_only_the_result_and_verbose_levels_map_to_the_driver(tmp_p
     assert "rank  trial  status" in capsys.readouterr().out  # the leaderboard, by default
     parse = cli._main_parser().parse_args
     assert [cli._verbosity(parse([QUICKSTART, *flags])) for flags in ([], ["-q"], ["-v"])] == [VERBOSE_LIVE, 0, VERBOSE_RAY]
+
+
+def test_an_online_sweep_prints_each_runs_page(tmp_path, capsys):
+    from tune_service.results.sweep_result import SweepResult, TrialRecord
+
+    trial = TrialRecord("aaa", "completed", {"lr": 0.1}, {"val_loss": 0.5}, 3)
+    urls = {"t0-aaa lr=0.1": "https://wandb.ai/me/quick/runs/quick-aaa", "x summary": "https://wandb.ai/me/quick/runs/s"}
+    wandb = {"mode": "online", "project": "quick", "entity": "me", "group": "g", "dir": "d", "urls": urls}
+    cli._print_outcome(SweepResult(str(tmp_path), "val_loss", "min", (trial,), trial, {"wandb": wandb}))
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3:] == ["wandb: project me/quick, group g", "wandb: t0-aaa lr=0.1: https://wandb.ai/me/quick/runs/quick-aaa",
+                        "wandb: x summary: https://wandb.ai/me/quick/runs/s"]

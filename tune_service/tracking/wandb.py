@@ -80,6 +80,8 @@ class WandbTracker(DriverCallback):
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
         self._writer = OrderedWriter()
+        #: Each run's page, by run name (online runs only: an offline run has none until synced).
+        self.urls: dict[str, str] = {}
 
     @property
     def runs_dir(self) -> Path:
@@ -92,7 +94,7 @@ class WandbTracker(DriverCallback):
 
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         s = self.settings
-        return wandb.init(
+        run = wandb.init(
             project=s.project, entity=s.entity, group=s.group, job_type=job_type, tags=list(tags),
             name=redact_text(name), id=run_id_, resume="allow", config=redact(dict(config)),
             dir=str(self.experiment_dir), mode=self.mode,
@@ -100,6 +102,9 @@ class WandbTracker(DriverCallback):
             settings=wandb.Settings(silent=True, console="off", init_timeout=s.init_timeout, save_code=False,
                                     disable_git=True, x_disable_stats=True),
         )
+        if self.mode == "online" and run.url:  # (wandb warns when an offline run is asked for its URL)
+            self.urls[redact_text(name)] = run.url
+        return run
 
     # -- Tune callback hooks (driver thread: they only queue work) ---------------------------------
 
@@ -219,7 +224,7 @@ class WandbTracker(DriverCallback):
         """Where the runs went, for the sweep's summary (and the ``wandb sync`` hint when offline)."""
         s = self.settings
         return {"mode": self.mode, "project": s.project, "entity": s.entity, "group": s.group,
-                "dir": str(self.runs_dir)}
+                "dir": str(self.runs_dir), "urls": dict(self.urls)}
 
 
 def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike,
