@@ -11,6 +11,7 @@ summary carries ``"in_progress": true``; the summary written when the sweep ends
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -100,7 +101,7 @@ class SweepProgress(DriverCallback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, None, getattr(trial, "last_result", None) or {})
-        self._ended(replace(record, status="failed", error=_error_of(trial)))
+        self._ended(replace(record, status="failed", error=trial_error_line(trial)))
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         for observer in self.observers:
@@ -131,22 +132,25 @@ class SweepProgress(DriverCallback):
             self._write_failed = True
 
 
-def _error_of(trial: Any) -> str:
-    """A failed trial's error on one line, from the files Tune writes before it calls the callbacks (in
-    the trial's local directory: ``get_error`` reads storage, which is synced later)."""
-    path = trial.pickled_error_file
-    if path and Path(path).is_file():
-        import cloudpickle
+def trial_error_line(trial: Any) -> str:
+    """A failed trial's error on one line, read back from what Tune stored: when a trial errs, Tune has
+    written its error into the trial's local directory (before it calls the callbacks), and copies it
+    to storage only later."""
+    try:
+        local = getattr(trial, "pickled_error_file", None)
+        if local and os.path.isfile(local):
+            import ray.cloudpickle
 
-        try:
-            return one_line_error(cloudpickle.loads(Path(path).read_bytes()))
-        except Exception:  # an error that does not unpickle here: its text below
-            pass
-    path = trial.error_file
-    if path and Path(path).is_file():
-        lines = [line.strip() for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
-        return redact_text(lines[-1])[:500] if lines else "the trial failed"
-    return "the trial failed"
+            with open(local, "rb") as f:
+                return one_line_error(ray.cloudpickle.load(f))
+        error = trial.get_pickled_error()
+        if error is not None:
+            return one_line_error(error)
+        text = trial.get_error() or ""
+    except Exception:  # noqa: BLE001 - reading the error back must not fail the sweep
+        text = ""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return redact_text(lines[-1])[:500] if lines else "failed"
 
 
 #: The statuses of a trial that has ended (for this run of the driver).

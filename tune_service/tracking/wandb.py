@@ -27,7 +27,7 @@ from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the tri
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact, redact_text
-from tune_service.results.sweep_result import one_line_error
+from tune_service.results.progress import trial_error_line
 from tune_service.spec.configs import plain
 from tune_service.spec.wandb import WandbSettings, resolve_mode
 from tune_service.tracking.artifacts import model_artifact
@@ -164,7 +164,7 @@ class WandbTracker(DriverCallback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         state = self._runs.get(trial.trial_id)
         if state is not None:
-            self._finish(trial, state, "failed", _error_line(trial))
+            self._finish(trial, state, "failed", trial_error_line(trial))
 
     def _finish(self, trial: Any, state: _TrialRun, status: str, error: str | None) -> None:
         checkpoint = state.checkpoint_path if self.settings.log_checkpoints else None
@@ -239,26 +239,6 @@ def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike
                         metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
                         key_parameters=[p.name for p in spec.parameters if p.is_searched],
                         trial_config=trial_config)
-
-
-def _error_line(trial: Any) -> str:
-    """The trial's error on one line, read back from what Tune stored: when a trial errs, Tune has
-    written its error into the trial's local directory, and copies it to storage only later."""
-    try:
-        local = getattr(trial, "pickled_error_file", None)
-        if local and os.path.isfile(local):
-            import ray.cloudpickle
-
-            with open(local, "rb") as f:
-                return one_line_error(ray.cloudpickle.load(f))
-        error = trial.get_pickled_error()
-        if error is not None:
-            return one_line_error(error)
-        text = trial.get_error() or ""
-    except Exception:  # noqa: BLE001 - reading the error back must not fail the sweep
-        text = ""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return redact_text(lines[-1])[:500] if lines else "failed"
 
 
 def _reported_checkpoint(trial: Any, result: dict) -> str | None:
