@@ -17,7 +17,7 @@ from tune_service.spec import SweepSpec
 
 def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     """The searcher Tune should use, and the number of trials to run (a grid: its points, cut at
-    ``run_cap`` when one is given). Build it once per sweep: a grid is enumerated here.
+    ``run_cap`` when one is given). Build it once per sweep: a grid is counted here.
 
     Every searcher gets its space built natively (:mod:`tune_service.search.spaces`) and is wrapped in
     :class:`~tune_service.search.searchers.TrialConfigs`, so every trial receives the same kind of config
@@ -34,8 +34,8 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
     decoder = spaces.Decoder(spec.parameters, indexed=indexed)
     searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target)
-    # A grid's size is its points, counted once (enumerated by the searcher, cut at run_cap).
-    num_trials = len(inner.points) if spec.searcher == "grid" else spec.run_cap or 1
+    # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
+    num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials
 
 

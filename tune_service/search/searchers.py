@@ -8,13 +8,14 @@ Searcher's state is saved with the experiment, so a resumed sweep continues the 
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 from typing import Any, Sequence
 
 from ray.tune.search import Searcher
 
-from tune_service.search.spaces import Decoder, grid_points, sample_flat
+from tune_service.search.spaces import Decoder, grid_points, grid_size, sample_flat
 from tune_service.spec.parameters import ParameterSpec
 
 
@@ -49,19 +50,21 @@ class RandomSearch(_Unguided):
 
 
 class GridSearch(_Unguided):
-    """The grid's points in order (capped at ``limit``), then ``FINISHED``."""
+    """The grid's points in order, drawn one at a time (``size`` of them: all, or ``run_cap``), then
+    ``FINISHED``. Its state is how many it has handed out; a restored one draws on from there."""
 
     def __init__(self, params: Sequence[ParameterSpec], limit: int | None = None):
         super().__init__()
-        points = grid_points(params)
-        self.points = points[:limit] if limit else points
+        self.params = tuple(params)
+        self.size = grid_size(self.params, limit)
         self.next_index = 0
+        self._points = grid_points(self.params)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str:
-        if self.next_index >= len(self.points):
+        if self.next_index >= self.size:
             return Searcher.FINISHED
         self.next_index += 1
-        return dict(self.points[self.next_index - 1])
+        return dict(next(self._points))
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -70,6 +73,17 @@ class GridSearch(_Unguided):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             self.next_index = pickle.load(f)
+        self._points = itertools.islice(grid_points(self.params), self.next_index, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its searcher with the experiment: the generator is not picklable, and is redrawn.
+        state = dict(self.__dict__)
+        del state["_points"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._points = itertools.islice(grid_points(self.params), self.next_index, None)
 
 
 class TrialConfigs(Searcher):

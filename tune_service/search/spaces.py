@@ -2,7 +2,7 @@
 converters (which drop quantization, bias integer ends, ignore bounds and hand back numpy scalars).
 
 - :func:`sample_flat`: one random draw, for random search (inverse-CDF sampling of the declared law).
-- :func:`grid_points`: every point of a grid, enumerated here so ``run_cap`` can cap it.
+- :func:`grid_points`, :func:`grid_size`: a grid's points, drawn one at a time, and how many run.
 - :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
 - :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
 - :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
@@ -14,8 +14,9 @@ and the alternatives, never approximated silently.
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from tune_service.errors import Problem, SpecError
 from tune_service.spec.configs import nest, plain
@@ -108,9 +109,19 @@ def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
 # -- grid search ------------------------------------------------------------------------------------
 
 
-def grid_points(params: Sequence[ParameterSpec]) -> list[dict[str, Any]]:
+#: The most points a grid may have without a ``run_cap`` (a bigger one would run for ever; with a
+#: ``run_cap`` its first points run, drawn one at a time).
+MAX_GRID_POINTS = 100_000
+
+
+def grid_points(params: Sequence[ParameterSpec]) -> Iterator[dict[str, Any]]:
     """Every combination of the grid (flat, dotted names) in file order, the last parameter varying
-    fastest. A conditional parameter varies only in the combinations where its condition holds."""
+    fastest, drawn one at a time (a grid of 20^7 points is never held whole). A conditional parameter
+    varies only in the combinations where its condition holds.
+
+    Raises:
+        SpecError: a parameter has no finite grid (checked before the first point).
+    """
     axes = []
     for p in params:
         if support(p) is None:
@@ -119,17 +130,37 @@ def grid_points(params: Sequence[ParameterSpec]) -> list[dict[str, Any]]:
                                              "or use method random, bayes or bohb")
         axes.append((p, _listed(p, "grid")))
 
-    def extend(partials: list[dict], axis) -> list[dict]:
-        p, values = axis
-        out = []
-        for partial in partials:
-            out.extend({**partial, p.name: v} for v in values) if p.active(partial) else out.append(partial)
-        return out
+    def walk(index: int, partial: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        if index == len(axes):
+            yield partial
+            return
+        p, values = axes[index]
+        if not p.active(partial):
+            yield from walk(index + 1, partial)
+            return
+        for value in values:
+            yield from walk(index + 1, {**partial, p.name: value})
 
-    points: list[dict] = [{}]
-    for axis in axes:
-        points = extend(points, axis)
-    return points
+    return walk(0, {})
+
+
+def grid_size(params: Sequence[ParameterSpec], cap: int | None) -> int:
+    """How many trials a grid runs: its points, or ``cap`` of them; counted without building them, and
+    by walking at most ``cap`` (or :data:`MAX_GRID_POINTS`) of them.
+
+    Raises:
+        SpecError: the grid has more than :data:`MAX_GRID_POINTS` points and no ``cap``.
+    """
+    points = grid_points(params)
+    if all(not p.when for p in params):  # no condition: the product of the axes, exactly
+        total = math.prod(len(_listed(p, "grid")) for p in params)
+    else:
+        total = sum(1 for _ in itertools.islice(points, (cap or MAX_GRID_POINTS) + 1))
+    if cap is None and total > MAX_GRID_POINTS:
+        shown = f"{total}" if all(not p.when for p in params) else f"more than {MAX_GRID_POINTS}"
+        raise SpecError([Problem("run_cap", f"a grid of at most {MAX_GRID_POINTS} points runs whole; this one has "
+                                            f"{shown}: set run_cap to run its first N points, or use method random")])
+    return total if cap is None else min(cap, total)
 
 
 # -- hyperopt (TPE) ---------------------------------------------------------------------------------
@@ -318,7 +349,7 @@ def check(params: Sequence[ParameterSpec], searcher: str) -> None:
     if searcher == "random":
         check_random(params)
     elif searcher == "grid":
-        grid_points(params)
+        next(grid_points(params), None)
     elif searcher == "hyperopt":
         hyperopt_space(params)
     elif searcher == "bohb":
