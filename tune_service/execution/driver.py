@@ -18,11 +18,11 @@ from typing import Any, Mapping
 from tune_service import redaction
 from tune_service.display import LiveView
 from tune_service.errors import ClusterUnreachable, TuneServiceError
-from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
 from tune_service.execution.resources import from_ray
+from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout
@@ -150,6 +150,8 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
         task: a Task object or train function to use instead of the spec's ``task`` string.
         overrides / more_overrides: dotted spec keys to set, e.g. ``run_cap=4`` or
             ``overrides={"scheduler.max_t": 3}``.
+        verbose: 0 prints nothing; 1 the live view (:mod:`tune_service.display.live`); 2 also Ray's and
+            Ray Train's own output.
 
     An interrupted sweep (Ctrl+C) returns what it has, with ``interrupted`` set; :func:`resume` finishes it.
 
@@ -251,7 +253,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
                                 TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet)
         with _sigterm_as_ctrl_c(), settings, _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
             grid = tuner.fit()
-        # A trial Tune terminated without completing it (the sweep's time limit, a stopper's stop_all)
+        # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
