@@ -10,7 +10,8 @@ such a value appears in text we write, it becomes ``***``.
 Beyond those values, :func:`redact` blanks the string value of every mapping key that looks secret
 (a config's ``api_token: ...``), and text patterns that carry credentials on their face: an
 environment assignment (``HF_TOKEN=...``), a URL's query parameter (``?api_key=...``) and a URL's
-password (``https://user:...@host``).
+password (``https://user:...@host``). The passwords of the user's ``~/.netrc`` (where ``wandb login``
+keeps its API key) count as the environment's secrets.
 
 A spec is saved as it is (``sweep.json``: resume needs it), and Ray saves every trial's config in the
 trial's directory; so a spec that holds a secret's value is refused (:func:`refuse_secrets_in_spec`).
@@ -60,10 +61,41 @@ def looks_secret(name: Any) -> bool:
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The secrets of ``environ`` (by default ``os.environ``): name -> value (without surrounding
-    whitespace: a token read from a file often ends with a newline that its uses do not carry)."""
+    whitespace: a token read from a file often ends with a newline that its uses do not carry); and the
+    passwords of the user's netrc file (:func:`netrc_secrets`), where ``wandb login`` keeps its key."""
     environ = os.environ if environ is None else environ
-    return {name: value.strip() for name, value in environ.items()
-            if looks_secret(name) and len(value.strip()) >= MIN_SECRET_LENGTH}
+    found = {name: value.strip() for name, value in environ.items()
+             if looks_secret(name) and len(value.strip()) >= MIN_SECRET_LENGTH}
+    return {**found, **netrc_secrets(environ)}
+
+
+#: How a netrc password is named among the secrets (it has no variable of its own).
+NETRC_SECRET = "the password of {host} in {path}"
+
+
+def netrc_secrets(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The passwords of the netrc file (``$NETRC``, else ``~/.netrc``), each named by
+    :data:`NETRC_SECRET`; none when there is no readable file. Read again only when the file changes."""
+    environ = os.environ if environ is None else environ
+    path = environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        changed = os.stat(path).st_mtime_ns
+    except OSError:
+        return {}
+    return dict(_netrc_passwords(path, changed))
+
+
+@functools.lru_cache(maxsize=4)
+def _netrc_passwords(path: str, changed: int) -> tuple[tuple[str, str], ...]:
+    import netrc
+
+    try:
+        hosts = netrc.netrc(path).hosts
+    except (OSError, netrc.NetrcParseError):
+        return ()  # a file that does not parse holds nothing netrc's readers (wandb's among them) would use
+    return tuple((NETRC_SECRET.format(host=host, path=path), password.strip())
+                 for host, (_, _, password) in hosts.items()
+                 if password and len(password.strip()) >= MIN_SECRET_LENGTH)
 
 
 def redact_text(text: str, values: Any = None, *, by_name: bool = True) -> str:
@@ -120,12 +152,16 @@ def refuse_secrets_in_spec(source: Mapping[str, Any], environ: Mapping[str, str]
     from tune_service.errors import Problem, SpecError
 
     found = environment_secrets(environ)
-    problems = [Problem(path, f"holds the value of the environment variable {name}; a spec is saved with the "
-                              f"experiment (sweep.json, every trial's config, wandb), so it must not hold a "
-                              f"secret: let the task read {name} from its environment")
+    problems = [Problem(path, f"holds the value of {_named(name)}; a spec is saved with the experiment "
+                              f"(sweep.json, every trial's config, wandb), so it must not hold a secret: let the "
+                              f"task read it from its environment")
                 for path, text in _strings(source, "") for name, value in found.items() if value in text]
     if problems:
         raise SpecError(problems)
+
+
+def _named(secret: str) -> str:
+    return secret if secret.startswith(NETRC_SECRET.split("{")[0]) else f"the environment variable {secret}"
 
 
 def _strings(obj: Any, path: str) -> Iterator[tuple[str, str]]:

@@ -141,3 +141,20 @@ def test_summary_and_best_config_are_written_without_secrets(monkeypatch, tmp_pa
     assert json.loads(summary)["trials"][1]["error"] == "RuntimeError: refused ***"
     assert yaml.safe_load((tmp_path / "best_config.yaml").read_text()) == {"lr": 0.1, "api_token": REDACTED,
                                                                            "note": REDACTED}
+
+
+def test_a_key_in_the_users_netrc_is_a_secret(tmp_path, monkeypatch):
+    """wandb login keeps the API key in ~/.netrc, not in the environment: it is redacted and refused alike."""
+    from tune_service.errors import SpecError
+    from tune_service.redaction import redact_text, refuse_secrets_in_spec
+
+    key = "0123456789abcdef0123456789abcdef01234567"
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine api.wandb.ai\n  login user\n  password {key}\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    assert redact_text(f"wandb: 401 for key {key}") == "wandb: 401 for key ***"
+    with pytest.raises(SpecError, match=rf"wandb\.tags\[0\]: holds the value of the password of api\.wandb\.ai in {netrc}; "):
+        refuse_secrets_in_spec({"wandb": {"tags": [key]}})
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    assert redact_text(f"key {key}") == f"key {key}"  # no such file: nothing read
