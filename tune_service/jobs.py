@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping
 
 from tune_service.errors import ClusterUnreachable, TuneServiceError
 from tune_service.experiment.layout import plain_name_problem
+from tune_service.redaction import MIN_SECRET_LENGTH, environment_secrets, looks_secret, refuse_secrets_in_spec
 from tune_service.results import sweep_result as results
 from tune_service.spec import SweepSpec, load_spec
 
@@ -80,6 +81,10 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     name = name or experiment_name(spec)
     if problem := plain_name_problem(name):
         raise TuneServiceError(f"name: {problem}")
+    # The Jobs API stores the entrypoint (the spec travels in it) and the runtime environment, and its
+    # dashboard shows both: neither may carry a secret.
+    refuse_secrets_in_spec(spec.source)
+    _refuse_secrets_in_runtime_env(runtime_env or {})
     storage = str(storage) if "://" in str(storage) else str(Path(storage).resolve())
     experiment_dir = f"{storage.rstrip('/')}/{name}"
     entrypoint = shlex.join(["tune-run", json.dumps(dict(spec.source), separators=(",", ":"), default=str),
@@ -94,6 +99,23 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     except (RuntimeError, ValueError, OSError) as err:  # the Jobs API's refusal, or the runtime env's
         raise TuneServiceError(f"submit: the Ray Jobs API at {address} refused the sweep: {_first_line(err)}") from None
     return SweepJob(job_id, address, experiment_dir)
+
+
+def _refuse_secrets_in_runtime_env(runtime_env: Mapping[str, Any]) -> None:
+    """Refuse ``env_vars`` that carry a secret in clear: a variable named like one, or holding the value of
+    one of this machine's secrets.
+
+    Raises:
+        TuneServiceError: naming the variable (never its value) and how a cluster gets its secrets instead.
+    """
+    values = set(environment_secrets().values())
+    for name, value in dict(runtime_env.get("env_vars") or {}).items():
+        text = str(value)
+        if (looks_secret(name) and len(text.strip()) >= MIN_SECRET_LENGTH) or any(v in text for v in values):
+            raise TuneServiceError(
+                f"runtime_env.env_vars.{name}: holds a secret in clear, which Ray's Jobs API stores and its "
+                f"dashboard shows; give the cluster its secrets instead (a Kubernetes secret in the RayJob's "
+                f"pods, or the head node's environment: docs/cluster.md)")
 
 
 def attach(job_id: str, address: str | None = None) -> SweepJob:

@@ -48,3 +48,30 @@ def test_the_jobs_address_follows_rays_environment_variables(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")
     assert jobs_address(None) == "http://head:8265"
     assert jobs_address("http://other:8265") == "http://other:8265"
+
+
+@pytest.mark.parametrize("env_vars, named", [({"WANDB_API_KEY": "0123456789abcdef0123"}, "WANDB_API_KEY"),
+                                             ({"MY_SETTING": "s3cr3t-value-from-the-shell"}, "MY_SETTING")])
+def test_a_secret_in_the_runtime_env_is_refused_before_the_cluster_is_contacted(env_vars, named, tmp_path,
+                                                                                 monkeypatch):
+    from tune_service import submit
+    from tune_service.errors import TuneServiceError
+
+    monkeypatch.setenv("HF_TOKEN", "s3cr3t-value-from-the-shell")  # a secret of this machine's
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("method: random\nparameters: {lr: {value: 0.1}}\n")
+    with pytest.raises(TuneServiceError) as refused:
+        submit(str(spec), UNREACHABLE, storage=str(tmp_path), runtime_env={"env_vars": env_vars})
+    message = str(refused.value)
+    assert message.startswith(f"runtime_env.env_vars.{named}: holds a secret in clear") and "Jobs API" in message
+    assert all(value not in message for value in env_vars.values())
+
+
+def test_a_secret_in_the_spec_is_refused_before_the_cluster_is_contacted(tmp_path, monkeypatch):
+    from tune_service import submit
+
+    monkeypatch.setenv("HF_TOKEN", "s3cr3t-value-from-the-shell")
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("method: random\nparameters: {token: {value: s3cr3t-value-from-the-shell}}\n")
+    with pytest.raises(SpecError, match="parameters.token.value: holds the value of the environment variable HF_TOKEN"):
+        submit(str(spec), UNREACHABLE, storage=str(tmp_path))
