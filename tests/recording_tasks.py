@@ -300,6 +300,8 @@ class SecretLeakingDigits(Digits):
     def model(self, config):
         if config.get("fail", True):
             secret = Path(config["secret_file"]).read_text().strip()
+            (Path(config["secret_file"]).parent / f"rank-pid-{os.getpid()}").touch()  # where its output goes
+            print(f"connecting with token {secret}")  # a task's own print, as a debugging user writes
             raise PermissionError(f"login refused: the server rejected token {secret} for this dataset")
         return super().model(config)
 

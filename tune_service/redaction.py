@@ -219,15 +219,63 @@ def redacted_errors(fingerprints: Fingerprints | None = None) -> contextlib.Abst
 
 
 def scrubbing(fn, fingerprints: Fingerprints | None = None):
-    """``fn`` (a rank's training function), its errors scrubbed as in :func:`redacted_errors`: before
-    Ray Train logs the rank's traceback and hands the error on. Its signature stays ``fn``'s."""
+    """``fn`` (a rank's training function), its errors scrubbed as in :func:`redacted_errors` (before
+    Ray Train logs the rank's traceback and hands the error on) and what it prints as in
+    :func:`redacted_output`. Its signature stays ``fn``'s."""
 
     @functools.wraps(fn)
     def scrubbed(*args, **kwargs):
-        with redacted_errors(fingerprints):
+        with redacted_errors(fingerprints), redacted_output(fingerprints):
             return fn(*args, **kwargs)
 
     return scrubbed
+
+
+@contextlib.contextmanager
+def redacted_output(fingerprints: Fingerprints | None = None) -> Iterator[None]:
+    """While the block runs, what this process prints (``sys.stdout``, ``sys.stderr``: a task's prints,
+    the logging it sets up) is written a line at a time with its secrets (this process's, or those
+    ``fingerprints`` find) as ``***``: a rank's output lands in Ray's worker logs, and on the driver's
+    console with ``-v``. (Output written below Python, by C code, is not seen.)"""
+    import sys
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (_RedactingStream(stream, fingerprints) for stream in saved)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
+class _RedactingStream:
+    """A text stream that holds a partial line (a secret may be split across writes) and writes each
+    whole line, redacted, to ``target``."""
+
+    def __init__(self, target: Any, fingerprints: Fingerprints | None):
+        self.target, self.fingerprints, self.pending = target, fingerprints, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        if "\n" in self.pending:
+            lines, _, self.pending = self.pending.rpartition("\n")
+            self._emit(lines + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self._emit(self.pending)
+            self.pending = ""
+        self.target.flush()
+
+    def _emit(self, text: str) -> None:
+        values = set(environment_secrets().values()) | (self.fingerprints.find(text) if self.fingerprints else set())
+        self.target.write(redact_text(text, values))
+        self.target.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...: the target's
+        return getattr(self.target, name)
 
 
 class _RedactedErrors(contextlib.AbstractContextManager):

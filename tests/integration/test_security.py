@@ -118,3 +118,8 @@ def test_a_secret_of_the_environment_reaches_no_file_of_the_experiment(ray_clust
     assert [p for p in files if SECRET.encode() in p.read_bytes()] == []
     output = capfd.readouterr()
     assert SECRET not in output.out and SECRET not in output.err  # nor in what the driver printed
+    # Nor in what the rank printed, in Ray's log of the rank's process.
+    (pid,) = [p.name.removeprefix("rank-pid-") for p in tmp_path.glob("rank-pid-*")]
+    logs = list(Path("/tmp/ray").glob(f"session_*/logs/worker-*-{pid}.out"))  # Ray's default temp dir
+    assert logs and any("connecting with token ***" in p.read_text() for p in logs)
+    assert not any(SECRET in p.read_text() for p in logs)

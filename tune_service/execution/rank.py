@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
-from tune_service.redaction import redacted_errors
+from tune_service.redaction import redacted_errors, redacted_output
 from tune_service.training.checkpoint import load_state
 from tune_service.training.data_cache import DataCache
 from tune_service.training.loop import TrialConfig, fit
@@ -215,7 +215,7 @@ class RankWorker:
             torch.cuda.set_device(self.device)  # per thread: Ray runs each call on a pool thread
         status = "completed"
         try:
-            with redacted_errors(self.secrets):
+            with redacted_errors(self.secrets), redacted_output(self.secrets):
                 fit(TrialConfig(**trial), GangContext(self, token, output_dir, checkpoint))
         except TrialStopped:
             status = "stopped"
