@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import tempfile
 from typing import Any, Sequence
 
 from ray.tune.search import Searcher
@@ -155,24 +156,24 @@ class TrialConfigs(Searcher):
             self.target_reached_by = trial_id
 
     def save(self, checkpoint_path: str) -> None:
-        # Tune renames the one file it asked for, so the inner searcher's state travels inside ours.
-        inner_path = checkpoint_path + ".inner"
-        self.inner.save(inner_path)
-        with open(inner_path, "rb") as f:
-            inner_state = f.read()
-        os.remove(inner_path)
+        # Tune renames the one file it asked for, so the inner searcher's state travels inside ours. The
+        # inner file is written outside the experiment's directory: Tune copies that directory to storage
+        # as it goes, and a file that vanishes under the copy fails it with an error in the console.
+        with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
+            inner_path = os.path.join(scratch, "inner")
+            self.inner.save(inner_path)
+            with open(inner_path, "rb") as f:
+                inner_state = f.read()
         with open(checkpoint_path, "wb") as f:
             pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        inner_path = checkpoint_path + ".inner"
-        with open(inner_path, "wb") as f:
-            f.write(state["inner"])
-        try:
+        with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
+            inner_path = os.path.join(scratch, "inner")
+            with open(inner_path, "wb") as f:
+                f.write(state["inner"])
             self.inner.restore(inner_path)
-        finally:
-            os.remove(inner_path)
         self.target_reached_by = state["target_reached_by"]
         self.running = set(state.get("running", ()))  # resumed with the sweep, they count against the cap

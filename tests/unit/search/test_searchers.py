@@ -48,3 +48,28 @@ def test_a_hyperband_bracket_stays_filled_when_its_trials_end():
             bracket.add_trial(trial)
         bracket.cleanup_trial(trials[0])
         assert bracket.filled()
+
+
+def test_saving_writes_nothing_but_its_own_file_in_the_experiment_directory(tmp_path):
+    """Tune copies the experiment's directory to storage while the sweep runs: a scratch file that
+    appears and vanishes there fails the copy (an ERROR and a traceback in the console). The inner
+    searcher's state is written elsewhere, and travels inside the one file Tune asked for."""
+    from tune_service.search.searchers import GridSearch, TrialConfigs
+    from tune_service.search.spaces import Decoder
+
+    spec = load_spec({"method": "grid", "parameters": {"a": {"values": [1, 2, 3]}}})
+    seen: list[str] = []
+
+    class Watched(GridSearch):
+        def save(self, checkpoint_path):
+            seen.append(checkpoint_path)
+            super().save(checkpoint_path)
+
+    searcher = TrialConfigs(Watched(spec.parameters), Decoder(spec.parameters), "loss", "min")
+    searcher.suggest("t1")
+    state = tmp_path / "searcher-state.pkl"
+    searcher.save(str(state))
+    assert [p for p in seen if p.startswith(str(tmp_path))] == [] and list(tmp_path.iterdir()) == [state]
+    restored = TrialConfigs(GridSearch(spec.parameters), Decoder(spec.parameters), "loss", "min")
+    restored.restore(str(state))
+    assert restored.suggest("t2") == {"a": 2} and list(tmp_path.iterdir()) == [state]
