@@ -58,7 +58,7 @@ def nearest(word: Any, choices: tuple[str, ...] | list[str]) -> str:
     word = str(word)
     prefixed = [c for c in choices if word and c.startswith(word)]
     # An abbreviation by initials, either way: learning_rate and lr, weight_decay and wd.
-    abbreviated = [c for c in choices if word and c and word in (c, _initials(c)) or _initials(word) == c]
+    abbreviated = [c for c in choices if word and (_initials(c) == word or _initials(word) == c)]
     match = prefixed[:1] or abbreviated[:1] or difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
 

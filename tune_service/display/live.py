@@ -8,7 +8,6 @@ is tested on records alone. The leaderboard after the run is the CLI's.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Sequence
 
@@ -19,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tune_service.results.progress import SweepProgress
-from tune_service.results.sweep_result import TrialRecord
+from tune_service.results.sweep_result import TrialRecord, format_value
 
 #: The fastest the live table is redrawn.
 REDRAW_PERIOD_S = 0.25
@@ -82,7 +81,7 @@ class LiveView:
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
         line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
-                f"{trial.epochs}/{progress.max_t} epochs  {progress.metric} {_fmt(value)}{mark}")
+                f"{trial.epochs}/{progress.max_t} epochs  {progress.metric} {format_value(value)}{mark}")
         if trial.status == "failed":
             first, count = self._errors.get(trial.error, (trial.trial_id, 0))
             self._errors[trial.error] = (first, count + 1)
@@ -100,13 +99,13 @@ class LiveView:
         shown = progress.running + progress.ended[-RECENT:]
         for t in shown:
             table.add_row(t.trial_id, Text(t.status, style=STATUS_STYLE.get(t.status, "")),
-                          f"{t.epochs}/{progress.max_t}", self._rung(t.epochs), _fmt(t.metrics.get(progress.metric)),
-                          *(_fmt(t.config.get(k)) for k in keys))
+                          f"{t.epochs}/{progress.max_t}", self._rung(t.epochs), format_value(t.metrics.get(progress.metric)),
+                          *(format_value(t.config.get(k)) for k in keys))
         done = len(progress.ended)
         best = progress.best
         elapsed = time.monotonic() - progress.started_at
         status = (f" {done}/{progress.total} trials ended, {len(progress.running)} running, {elapsed:.0f} s"
-                  + (f"; best {progress.metric} {_fmt(best.metrics.get(progress.metric))} ({best.trial_id})"
+                  + (f"; best {progress.metric} {format_value(best.metrics.get(progress.metric))} ({best.trial_id})"
                      if best else ""))
         bar = ProgressBar(total=max(progress.total, 1), completed=done, width=30)
         line = Table.grid()
@@ -130,11 +129,5 @@ class LiveView:
         self.console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    return "-" if value is None else str(value)
-
-
 def _config_text(config: dict[str, Any]) -> str:
-    return " ".join(f"{k}={_fmt(v)}" for k, v in sorted(config.items()))
+    return " ".join(f"{k}={format_value(v)}" for k, v in sorted(config.items()))

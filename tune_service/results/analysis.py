@@ -46,7 +46,7 @@ from tune_service.experiment import layout
 from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
 from tune_service.results.sweep_result import (
-    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, load as load_summary, rank_trials,
+    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, is_number, load as load_summary, rank_trials,
 )
 from tune_service.spec.configs import flatten, plain
 
@@ -127,11 +127,11 @@ class SweepResults:
 
     @property
     def best_config(self) -> dict[str, Any] | None:
-        return self.best.config if self.best else None
+        return self.result.best_config
 
     @property
     def best_metrics(self) -> dict[str, Any] | None:
-        return self.best.metrics if self.best else None
+        return self.result.best_metrics
 
     @property
     def result(self) -> SweepResult:
@@ -264,7 +264,7 @@ class SweepResults:
         epochs = max((int(e) for e in (_epoch_of(r) for r in reports) if e is not None), default=0)
         failure = layout.read_trial_error(trial_dir)
         # A failure the trial has reported after (Tune's timestamps are whole seconds) was retried.
-        failed = failure is not None and not (_is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
+        failed = failure is not None and not (is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
         error = None
         if epochs >= self._max_t():
             status = "completed"
@@ -280,7 +280,7 @@ class SweepResults:
     def _trials_frame(self, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
         rows, metric_columns, config_columns = [], {self.metric: None}, {}
         for record in self.records:
-            times = [r[TIME_COLUMN] for r in reports[record.trial_id] if _is_number(r.get(TIME_COLUMN))]
+            times = [r[TIME_COLUMN] for r in reports[record.trial_id] if is_number(r.get(TIME_COLUMN))]
             row = {"trial_id": record.trial_id, "status": record.status, "epochs": record.epochs,
                    TIME_COLUMN: float(times[-1]) if times else math.nan, "error": record.error}
             for key, value in record.metrics.items():
@@ -323,34 +323,30 @@ def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]]) -> pd.D
     return pd.DataFrame(rows, columns=["trial_id", "epoch", *metric_columns, TIME_COLUMN])
 
 
-def trial_history(experiment_dir: str | Path, trial_id: str, metric: str) -> list[tuple[int, float]]:
-    """``(epoch, metric)`` of every report of a trial, from Tune's ``result.json`` in its directory. A
-    resumed trial may repeat an epoch: the last report of each epoch counts."""
+def metric_by_epoch(reports: list[Mapping[str, Any]], metric: str) -> list[tuple[int, float]]:
+    """``(epoch, metric)`` of a trial's ``reports`` (its ``result.json``, as the layout reads it), by
+    epoch. A resumed trial may repeat an epoch: the last report of each epoch counts."""
     by_epoch: dict[int, float] = {}
-    for row in layout.read_trial_results(layout.trial_results_file(experiment_dir, trial_id)):
-        value, epoch = row.get(metric), row.get("epoch", row.get("training_iteration"))
-        if isinstance(value, (int, float)) and isinstance(epoch, (int, float)):
-            by_epoch[int(epoch)] = float(value)
+    for report in reports:
+        value, epoch = report.get(metric), _epoch_of(report)
+        if is_number(value) and epoch is not None:
+            by_epoch[epoch] = float(value)
     return sorted(by_epoch.items())
 
 
 def _epoch_of(report: Mapping[str, Any]) -> int | None:
     """A report's epoch (the scheduler's time unit), or Tune's count of reports when it has none."""
     for key in (layout.TIME_ATTR, "training_iteration"):
-        if _is_number(report.get(key)):
+        if is_number(report.get(key)):
             return int(report[key])
     return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _started(reports: list[dict[str, Any]]) -> float:
     """When a trial first reported (Tune's ``timestamp``), to order the trials the summary does not list;
     those yet to report come last."""
     first = reports[0].get("timestamp") if reports else None
-    return float(first) if _is_number(first) else math.inf
+    return float(first) if is_number(first) else math.inf
 
 
 def _read_sweep_file(directory: Path) -> dict[str, Any] | None:

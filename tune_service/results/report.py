@@ -6,7 +6,7 @@ What it shows, each chart in a ``<div class="chart" data-chart="NAME">`` (a char
 drawn is a ``<p class="note" data-chart="NAME">`` saying why):
 
 - ``learning_curves``: the sweep's metric per epoch, one line per trial that reported (from Tune's
-  ``trial_<id>/result.json``, :func:`tune_service.results.analysis.trial_history`), coloured by the
+  ``trial_<id>/result.json``, :func:`tune_service.results.analysis.metric_by_epoch`), coloured by the
   trial's final status, the best trial drawn thick; the scheduler's rungs (``extra["rungs"]``) dashed;
 - ``parallel_coordinates``: one line per trial with a final value, across the searched parameters (the
   config keys, flattened, whose values differ between trials) and the metric, coloured by the metric;
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
-from tune_service.results.analysis import trial_history
-from tune_service.results.sweep_result import SweepResult, TrialRecord, rank_trials
+from tune_service.results.analysis import metric_by_epoch
+from tune_service.results.sweep_result import SweepResult, TrialRecord, format_value, is_number, rank_trials
 from tune_service.spec.configs import flatten
 
 #: Fewer trials with a final value than this: no importance chart, a note instead.
@@ -87,8 +87,8 @@ def _trials(result: SweepResult) -> list[_Trial]:
     for record in result.trials:
         rows = read_trial_results(trial_results_file(result.experiment_dir, record.trial_id))
         seconds = rows[-1].get("time_total_s") if rows else None
-        seconds = float(seconds) if _is_number(seconds) else None
-        history = trial_history(result.experiment_dir, record.trial_id, result.metric) if rows else []
+        seconds = float(seconds) if is_number(seconds) else None
+        history = metric_by_epoch(rows, result.metric)
         trials.append(_Trial(record, history, seconds, final_value(record, result.metric)))
     return trials
 
@@ -96,11 +96,7 @@ def _trials(result: SweepResult) -> list[_Trial]:
 def final_value(trial: TrialRecord, metric: str) -> float | None:
     """The trial's last reported value of ``metric``; None when it failed or has no finite value."""
     value = trial.metrics.get(metric)
-    return float(value) if trial.status != "failed" and _is_number(value) and math.isfinite(value) else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if trial.status != "failed" and is_number(value) and math.isfinite(value) else None
 
 
 def _key(value: Any) -> str:
@@ -128,7 +124,7 @@ def _encode(values: list[Any]) -> _Axis:
     """Numbers stay numbers, on a log10 axis when they look log-distributed (:func:`_looks_log`);
     anything else, or a column with gaps (a parameter some configs lack), is categorical: one index
     per distinct value."""
-    if all(_is_number(v) and math.isfinite(v) for v in values):
+    if all(is_number(v) and math.isfinite(v) for v in values):
         if not _looks_log(values):
             return _Axis([float(v) for v in values])
         low, high = math.log10(min(values)), math.log10(max(values))
@@ -154,12 +150,6 @@ def _short(value: Any) -> str:
     """A value as a short label (parcoords' tick labels are plain text: not escaped here)."""
     text = "-" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 24 else text[:23] + "…"
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "-" if value is None else str(value)
 
 
 def parameter_importance(result: SweepResult) -> dict[str, float] | None:
@@ -226,7 +216,7 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
     drawn = [t for t in trials if t.history]
     if not drawn:
         return None, "No trial has per-epoch reports (trial_<id>/result.json) with the metric."
-    rungs = [r for r in result.extra.get("rungs", []) if _is_number(r)]
+    rungs = [r for r in result.extra.get("rungs", []) if is_number(r)]
     figure = _figure(xaxis_title="epoch" + (" (dashed: the scheduler's rungs)" if rungs else ""),
                      yaxis_title=html.escape(result.metric), hovermode="closest")
     best_id = result.best.trial_id if result.best else None
@@ -400,11 +390,11 @@ def _status_class(is_status: bool, status: str) -> str:
 
 
 def _cell(value: Any) -> str:
-    return _fmt(value) if not isinstance(value, (dict, list)) else json.dumps(value, default=str)
+    return format_value(value) if not isinstance(value, (dict, list)) else json.dumps(value, default=str)
 
 
 def _sort_key(value: Any) -> str:
-    return repr(float(value)) if _is_number(value) else _cell(value)
+    return repr(float(value)) if is_number(value) else _cell(value)
 
 
 def _header(result: SweepResult) -> str:
@@ -415,13 +405,13 @@ def _header(result: SweepResult) -> str:
     best = result.best
     best_line = "No trial finished with a usable value." if best is None else (
         f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(result.metric)} = "
-        f"<b>{html.escape(_fmt(best.metrics.get(result.metric)))}</b> "
+        f"<b>{html.escape(format_value(best.metrics.get(result.metric)))}</b> "
         f"({html.escape(', '.join(f'{k}={_cell(v)}' for k, v in sorted(flatten(best.config).items())))})")
     rungs = result.extra.get("rungs") or []
     return (f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
             f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
             f"{len(result.trials)} trials: {summary}"
-            + (f"; rungs at epochs {html.escape(', '.join(_fmt(r) for r in rungs))}" if rungs else "")
+            + (f"; rungs at epochs {html.escape(', '.join(format_value(r) for r in rungs))}" if rungs else "")
             + f".</p><p>{best_line}</p>")
 
 

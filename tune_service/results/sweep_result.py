@@ -92,8 +92,8 @@ class SweepResult:
         keys = sorted({k for t in rows for k in t.config})
         header = ["rank", "trial", "status", "epochs", self.metric, *keys]
         table = [header] + [
-            [str(i + 1), t.trial_id, t.status, str(t.epochs), _fmt(t.metrics.get(self.metric)),
-             *(_fmt(t.config.get(k)) for k in keys)]
+            [str(i + 1), t.trial_id, t.status, str(t.epochs), format_value(t.metrics.get(self.metric)),
+             *(format_value(t.config.get(k)) for k in keys)]
             for i, t in enumerate(rows)
         ]
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
@@ -106,10 +106,16 @@ class SweepResult:
         return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A value as the tables show it: a float to 4 significant digits, None as ``-``."""
     if isinstance(value, float):
         return f"{value:.4g}"
     return "-" if value is None else str(value)
+
+
+def is_number(value: Any) -> bool:
+    """An int or a float (a bool is neither, here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _score(t: TrialRecord, metric: str) -> float | None:

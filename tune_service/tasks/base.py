@@ -88,7 +88,7 @@ class Task:
     def reported_metrics(self) -> tuple[str, ...] | None:
         """Every name the task reports each epoch; None when it does not say (``metrics`` overridden
         and ``metric_names`` not declared)."""
-        declared = "metric_names" in {k for cls in type(self).__mro__[:-1] if cls is not Task for k in vars(cls)}
+        declared = any("metric_names" in vars(cls) for cls in type(self).__mro__ if cls not in (Task, object))
         if type(self).metrics is not Task.metrics and not declared:
             return None
         return (*LOOP_REPORTS, *(f"val_{name}" for name in self.metric_names))
