@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
@@ -370,9 +370,7 @@ def _property(dotted: str, defaults: SweepSpec) -> dict:
     elif dotted == "parameters":
         schema = {"description": _described(dotted), "$ref": _PARAMETERS_REF}
     else:
-        if dotted not in TYPES:
-            raise KeyError(f"spec key {dotted!r} has no type in tune_service/spec/schema.py's TYPES; add one")
-        schema = {"description": _described(dotted), **copy.deepcopy(TYPES[dotted])}
+        schema = {"description": _described(dotted), **copy.deepcopy(_entry(TYPES, "TYPES", "spec key", dotted))}
         found, default = _default(dotted, defaults)
         if found:
             schema["default"] = default
@@ -382,11 +380,17 @@ def _property(dotted: str, defaults: SweepSpec) -> dict:
     return schema
 
 
+def _entry(table: Mapping[str, Any], table_name: str, what: str, key: str) -> Any:
+    """``table[key]``, or a KeyError naming the table of this module to fill in: a key, form or choice
+    added to the spec must be described here before the schema builds."""
+    if key not in table:
+        noun = "description" if table_name.endswith("DESCRIPTIONS") else "type"
+        raise KeyError(f"{what} {key!r} has no {noun} in tune_service/spec/schema.py's {table_name}; add one")
+    return table[key]
+
+
 def _described(dotted: str) -> str:
-    if dotted not in DESCRIPTIONS:
-        raise KeyError(f"spec key {dotted!r} has no description in tune_service/spec/schema.py's DESCRIPTIONS; "
-                       f"add one")
-    return DESCRIPTIONS[dotted]
+    return _entry(DESCRIPTIONS, "DESCRIPTIONS", "spec key", dotted)
 
 
 def _default(dotted: str, spec: SweepSpec) -> tuple[bool, Any]:
@@ -429,10 +433,7 @@ def _parameter_forms() -> list[dict]:
 
 def _form(title: str, distribution: str, inferred: bool = False, description: str | None = None) -> dict:
     if description is None:
-        if distribution not in FORM_DESCRIPTIONS:
-            raise KeyError(f"distribution {distribution!r} has no description in tune_service/spec/schema.py's "
-                           f"FORM_DESCRIPTIONS; add one")
-        description = FORM_DESCRIPTIONS[distribution]
+        description = _entry(FORM_DESCRIPTIONS, "FORM_DESCRIPTIONS", "distribution", distribution)
         if distribution in EXPONENT_FORMS:
             description = description.rstrip(".") + "; a note says so when the spec is read."
     keys = FORM_KEYS[distribution] + (("q",) if distribution.startswith("q_") else ())
@@ -441,10 +442,8 @@ def _form(title: str, distribution: str, inferred: bool = False, description: st
         properties["distribution"] = {"description": _parameter_description("distribution"), "const": distribution}
     defaults = _parameter_defaults(distribution)
     for key in (*keys, "when"):
-        if key not in PARAMETER_TYPES:
-            raise KeyError(f"parameter key {key!r} has no type in tune_service/spec/schema.py's PARAMETER_TYPES; "
-                           f"add one")
-        schema = {"description": _parameter_description(key), **copy.deepcopy(PARAMETER_TYPES[key])}
+        kind = _entry(PARAMETER_TYPES, "PARAMETER_TYPES", "parameter key", key)
+        schema = {"description": _parameter_description(key), **copy.deepcopy(kind)}
         if key in ("min", "max") and distribution == "int_uniform":
             schema["multipleOf"] = 1
         if key == "min" and distribution in POSITIVE_BOUNDS:
@@ -462,10 +461,7 @@ def _form(title: str, distribution: str, inferred: bool = False, description: st
 
 
 def _parameter_description(key: str) -> str:
-    if key not in PARAMETER_DESCRIPTIONS:
-        raise KeyError(f"parameter key {key!r} has no description in tune_service/spec/schema.py's "
-                       f"PARAMETER_DESCRIPTIONS; add one")
-    return PARAMETER_DESCRIPTIONS[key]
+    return _entry(PARAMETER_DESCRIPTIONS, "PARAMETER_DESCRIPTIONS", "parameter key", key)
 
 
 def _parameter_defaults(distribution: str) -> dict[str, Any]:
