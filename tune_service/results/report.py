@@ -34,7 +34,9 @@ from typing import Any, NamedTuple
 
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
 from tune_service.results.analysis import metric_by_epoch
-from tune_service.results.sweep_result import SweepResult, TrialRecord, format_value, is_number, rank_trials
+from tune_service.results.sweep_result import (
+    SweepResult, TrialRecord, final_value, format_value, is_number, rank_trials,
+)
 from tune_service.spec.configs import flatten
 
 #: Fewer trials with a final value than this: no importance chart, a note instead.
@@ -91,12 +93,6 @@ def _trials(result: SweepResult) -> list[_Trial]:
         history = metric_by_epoch(rows, result.metric)
         trials.append(_Trial(record, history, seconds, final_value(record, result.metric)))
     return trials
-
-
-def final_value(trial: TrialRecord, metric: str) -> float | None:
-    """The trial's last reported value of ``metric``; None when it failed or has no finite value."""
-    value = trial.metrics.get(metric)
-    return float(value) if trial.status != "failed" and is_number(value) and math.isfinite(value) else None
 
 
 def _key(value: Any) -> str:

@@ -118,9 +118,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _score(t: TrialRecord, metric: str) -> float | None:
-    value = t.metrics.get(metric)
-    if t.status == "failed" or not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+def final_value(trial: TrialRecord, metric: str) -> float | None:
+    """The trial's last reported value of ``metric``; None when it failed or has no finite value (such a
+    trial is never the best)."""
+    value = trial.metrics.get(metric)
+    if trial.status == "failed" or not is_number(value) or not math.isfinite(value):
         return None
     return float(value)
 
@@ -128,12 +130,12 @@ def _score(t: TrialRecord, metric: str) -> float | None:
 def rank_trials(trials, metric: str, mode: str) -> list[TrialRecord]:
     """Trials best first; those without a usable metric value (failed, missing, non-finite) last."""
     sign = 1.0 if mode == "min" else -1.0
-    return sorted(trials, key=lambda t: (_score(t, metric) is None, sign * (_score(t, metric) or 0.0)))
+    return sorted(trials, key=lambda t: (final_value(t, metric) is None, sign * (final_value(t, metric) or 0.0)))
 
 
 def best_trial(trials, metric: str, mode: str) -> TrialRecord | None:
     ranked = rank_trials(trials, metric, mode)
-    return ranked[0] if ranked and _score(ranked[0], metric) is not None else None
+    return ranked[0] if ranked and final_value(ranked[0], metric) is not None else None
 
 
 _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
