@@ -62,15 +62,6 @@ INTERNALS: tuple[Internal, ...] = (
     # Ray Train sessions, in a trial.
     Internal("ray.train._internal.session", "get_storage", "experiment.checkpoints", "the trial's directory in "
              "the experiment's storage and its filesystem"),
-    Internal("ray.train._internal.session", "get_session", "execution.fresh_trial", "the session whose queues "
-             "hold a fresh trial's last report"),
-    Internal("ray.train._internal.session:_TrainSession", "_inter_actor_queue", "execution.fresh_trial",
-             "the first of the two queues a report passes through to Tune", instance=True),
-    Internal("ray.train._internal.session:_TrainSession", "result_queue", "execution.fresh_trial",
-             "the second", instance=True),
-    Internal("ray.tune.integration.ray_train:TuneReportCallback", "_training_actor_item_queue",
-             "execution.fresh_trial", "the queue the relay of a fresh trial's reports puts them in",
-             instance=True),
     # The embedded Ray: loopback only, token authentication on.
     Internal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "execution.driver", "off while the embedded "
              "Ray starts, so its servers bind to loopback"),

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import queue
+import threading
 from dataclasses import dataclass
 from numbers import Number
 from typing import Any, Callable
@@ -19,7 +20,6 @@ from typing import Any, Callable
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.experiment.checkpoints import TRAIN_RUN_NAME, checkpointed_report, trial_storage
 from tune_service.experiment.layout import TIME_ATTR
-from tune_service.ray_internals import private
 from tune_service.redaction import scrubbing
 from tune_service.spec import ResourceSpec
 from tune_service.spec.configs import plain
@@ -56,14 +56,15 @@ def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> d
     return combined
 
 
-def _relay_callback(metric: str):
-    """A Ray Train callback relaying each report to Tune, built on Ray's ``TuneReportCallback``; the
-    first report must hold ``metric`` (the one the sweep optimises)."""
-    from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY, TuneReportCallback
+def _relay_callback(metric: str, reports: Any):
+    """A Ray Train callback (run in Train's controller) putting each report, combined over the ranks,
+    into ``reports``, a :class:`ray.util.queue.Queue` the trial function empties (:func:`relay_reports`);
+    the first report must hold ``metric`` (the one the sweep optimises)."""
+    from ray.train import UserCallback
+    from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY
 
-    class RelayToTune(TuneReportCallback):
+    class RelayToTune(UserCallback):
         def __init__(self):
-            super().__init__()
             self.reports = 0
 
         def after_report(self, run_context, metrics, checkpoint):
@@ -73,9 +74,46 @@ def _relay_callback(metric: str):
                 check_metric_reported(metric, combined)
             if checkpoint:
                 combined[CHECKPOINT_PATH_KEY] = checkpoint.path
-            private(self, "_training_actor_item_queue").put(combined)
+            reports.put(combined)  # returns once the queue holds it, before Train's run can end
 
     return RelayToTune()
+
+
+def relay_reports(fit: Callable[[], None], reports: Any, report: Callable[[dict], None],
+                  poll_s: float = 0.1) -> None:
+    """Run ``fit`` (a Ray Train run) in a thread and hand every report it puts in ``reports`` to
+    ``report`` (``tune.report``), in order, from the calling thread; return once ``fit`` has returned
+    and every one of its reports has been handed over, raising ``fit``'s error if it raised.
+
+    Why not Ray's own relay (``TuneReportCallback``): it passes each report through Tune's trial actor's
+    main thread, which can still hold the last report when the trial function returns; Ray then puts its
+    "function returned" marker in the one-slot queue ahead of it and the main thread blocks for ever,
+    holding the trial's slot (seen once in 200 trials). Here the trial function reports everything
+    itself before returning, so nothing is left in flight when it does.
+    """
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fit()
+        except BaseException as error:  # raised in the trial's own thread, below
+            failure.append(error)
+
+    fitting = threading.Thread(target=run, name="ray-train-fit", daemon=True)
+    fitting.start()
+    while fitting.is_alive():
+        try:
+            report(reports.get(timeout=poll_s))
+        except queue.Empty:
+            pass
+    # fit has returned: each report's put returned before Train's run ended, so they are all queued.
+    while True:
+        try:
+            report(reports.get_nowait())
+        except queue.Empty:
+            break
+    if failure:
+        raise failure[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +141,6 @@ class FreshTrial(SweepTrial):
         while True:
             try:
                 self._train(hparams, training, trial_dir)
-                wait_for_tune_to_take_the_last_report(_tune_session())
                 return
             except Exception as error:
                 out_of_memory = _out_of_memory_cause(error)
@@ -116,8 +153,9 @@ class FreshTrial(SweepTrial):
                            out_of_memory, training.grad_accum_steps)
 
     def _train(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str) -> None:
-        from ray import train
+        from ray import train, tune
         from ray.train.torch import TorchTrainer
+        from ray.util.queue import Queue
 
         storage_path, storage_filesystem = trial_storage()
         # Ranks read checkpoints from storage themselves only where it is a path they can open.
@@ -128,6 +166,7 @@ class FreshTrial(SweepTrial):
         r = self.resources
         use_gpu = r.gpus_per_worker > 0
         per_worker = {"CPU": r.cpus_per_worker, **({"GPU": r.gpus_per_worker} if use_gpu else {})}
+        reports = Queue(actor_options={"num_cpus": 0})
         trainer = TorchTrainer(
             worker_fn,
             train_loop_config=worker_config,
@@ -136,7 +175,7 @@ class FreshTrial(SweepTrial):
                 # In the experiment's storage, not Tune's local staging copy: a trial resumed in a later
                 # session (or on another node) finds the checkpoints of its earlier attempts there.
                 name=TRAIN_RUN_NAME, storage_path=storage_path, storage_filesystem=storage_filesystem,
-                callbacks=[_relay_callback(self.metric)],
+                callbacks=[_relay_callback(self.metric, reports)],
                 # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
                 checkpoint_config=train.CheckpointConfig(num_to_keep=2),
                 # A rank that dies (killed, its node lost) restarts the whole worker group, which
@@ -146,7 +185,10 @@ class FreshTrial(SweepTrial):
                 logging_config=train.LoggingConfig(log_level="WARNING"),
             ),
         )
-        trainer.fit()
+        try:
+            relay_reports(trainer.fit, reports, tune.report)
+        finally:
+            reports.shutdown()
 
     def _worker(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str,
                 checkpoint_root: str | None) -> tuple[Callable, Any]:
@@ -158,37 +200,6 @@ class FreshTrial(SweepTrial):
         return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
                      "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir,
                      "checkpoint_root": checkpoint_root}
-
-
-def _tune_session() -> Any:
-    from ray.train._internal import session
-
-    return private(session, "get_session")()
-
-
-def wait_for_tune_to_take_the_last_report(session: Any, timeout_s: float = 60.0, quiet_s: float = 0.2) -> None:
-    """Return once Tune has taken the DDP job's last report: once both of the ``session``'s queues
-    below have stayed empty for ``quiet_s`` (or after ``timeout_s``, with a warning).
-
-    Ray 2.60 relays each report of the Train controller through a one-slot queue (``_inter_actor_queue``)
-    that the trial actor's main thread moves into a second one-slot queue (``result_queue``), from which
-    Tune reads. When the trial function returns, Ray puts a last "function returned" marker into the
-    second queue. If the job's last report is still in the first then, the main thread blocks putting
-    it behind the marker it alone would read: the trial hangs for ever, holding its slot, and the sweep
-    never ends (seen once in 200 trials on a loaded 2-core machine). The queues are private to Ray
-    (:mod:`tune_service.ray_internals`).
-    """
-    relay, results = private(session, "_inter_actor_queue"), private(session, "result_queue")
-    deadline, quiet_since = time.monotonic() + timeout_s, None
-    while time.monotonic() < deadline:
-        if relay.empty() and results.empty():
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since >= quiet_s:
-                return
-        else:
-            quiet_since = None
-        time.sleep(0.02)
-    logger.warning("Tune has not taken the trial's last report after %.0f s; the trial may hang", timeout_s)
 
 
 def _redeliver_checkpointed_report() -> None:

@@ -1,9 +1,8 @@
-"""A trial function returns only once Tune has taken its DDP job's last report
-(:func:`tune_service.execution.fresh_trial.wait_for_tune_to_take_the_last_report`), without Ray running.
+"""A fresh trial's function returns only once it has handed every report of its Ray Train run to Tune
+(:func:`tune_service.execution.fresh_trial.relay_reports`), without Ray running.
 
-The session stands in for Ray 2.60's ``_TrainSession``: its two one-slot queues, and a thread playing
-the trial actor's main thread, which moves the last report from the first queue to the second and
-then hands it to Tune.
+The run stands in for Ray Train's controller: its relay callback puts each report in the queue, the
+last one just before the run returns, which is the moment Ray's own relay could lose (and hang on).
 """
 
 from __future__ import annotations
@@ -11,50 +10,59 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from tune_service.execution.fresh_trial import wait_for_tune_to_take_the_last_report
-from tune_service.ray_internals import RayInternalsChanged
+from tune_service.execution.fresh_trial import relay_reports
 
 
-def test_the_trial_function_waits_until_the_last_report_has_been_taken():
-    session = SimpleNamespace(_inter_actor_queue=queue.Queue(1), result_queue=queue.Queue(1))
-    session._inter_actor_queue.put({"epoch": 2})  # the controller's last report, not yet moved on
-    taken = []
+def test_every_report_is_handed_over_in_order_before_the_function_returns_even_the_last_ones():
+    reports, handed, run_ended = queue.Queue(), [], threading.Event()
 
-    def main_thread():
-        time.sleep(0.3)  # busy with Tune's previous request
-        session.result_queue.put(session._inter_actor_queue.get())
-        time.sleep(0.1)
-        taken.append(session.result_queue.get())
+    def fit():
+        for epoch in (1, 2, 3):
+            reports.put({"epoch": epoch})
+        run_ended.set()  # the run ends with two reports still queued
 
-    mover = threading.Thread(target=main_thread)
-    mover.start()
-    wait_for_tune_to_take_the_last_report(session, timeout_s=10)
-    assert taken == [{"epoch": 2}]  # had the function returned earlier, Ray's marker would have blocked it
-    assert session.result_queue.empty() and session._inter_actor_queue.empty()
-    mover.join()
+    def report(metrics):  # Tune is slow to take the first report: the run ends meanwhile
+        handed.append(metrics)
+        if metrics["epoch"] == 1:
+            run_ended.wait(10)
+            time.sleep(0.1)
 
-
-def test_a_report_never_taken_ends_the_wait_with_a_warning(caplog):
-    session = SimpleNamespace(_inter_actor_queue=queue.Queue(1), result_queue=queue.Queue(1))
-    session._inter_actor_queue.put({"epoch": 2})
-    wait_for_tune_to_take_the_last_report(session, timeout_s=0.3)
-    assert "has not taken the trial's last report" in caplog.text
+    relay_reports(fit, reports, report, poll_s=0.01)
+    assert handed == [{"epoch": 1}, {"epoch": 2}, {"epoch": 3}]
+    assert reports.empty()
 
 
-def test_a_session_without_the_queues_is_an_error_naming_them():
-    with pytest.raises(RayInternalsChanged, match=r"_TrainSession\._inter_actor_queue \(used in execution\.fresh_trial"):
-        wait_for_tune_to_take_the_last_report(SimpleNamespace(), timeout_s=1000)  # a Ray without them: said
+def test_reports_reach_tune_while_the_run_goes_on():
+    reports, handed, seen_during_the_run = queue.Queue(), [], threading.Event()
+
+    def report(metrics):
+        handed.append(metrics)
+        seen_during_the_run.set()
+
+    def fit():
+        reports.put({"epoch": 1})
+        assert seen_during_the_run.wait(10), "the first report waited for the run to end"
+
+    relay_reports(fit, reports, report, poll_s=0.01)
+    assert handed == [{"epoch": 1}]
 
 
-def test_ray_still_relays_reports_through_the_two_queues_waited_on():
-    import inspect
+def test_the_runs_error_is_raised_after_its_reports_are_handed_over():
+    reports, handed = queue.Queue(), []
 
-    from ray.train._internal.session import _TrainSession
+    def fit():
+        reports.put({"epoch": 1})
+        raise RuntimeError("rank 1 died")
 
-    source = inspect.getsource(_TrainSession)
-    assert "self.result_queue = queue.Queue(1)" in source
-    assert "self._inter_actor_queue = ray_queue.Queue(1" in source  # else the wait above waits on nothing
+    with pytest.raises(RuntimeError, match="rank 1 died"):
+        relay_reports(fit, reports, handed.append, poll_s=10)
+    assert handed == [{"epoch": 1}]
+
+
+def test_a_ray_queue_ends_the_relay_as_a_stdlib_queue_does():
+    from ray.util.queue import Empty
+
+    assert issubclass(Empty, queue.Empty)  # relay_reports waits on ray.util.queue.Queue with queue.Empty
