@@ -52,3 +52,45 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+#: What a Ray process of any kind looks like in the process table (its name or its command line).
+_RAY_PROCESS_MARKS = ("ray::", "raylet", "gcs_server", "dashboard/agent.py", "runtime_env/agent", "default_worker.py")
+
+
+def _ray_processes() -> set[int]:
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        text = " ".join([proc.info["name"] or "", *(proc.info["cmdline"] or ())])
+        if any(mark in text for mark in _RAY_PROCESS_MARKS):
+            found.add(proc.pid)
+    return found
+
+
+def pytest_sessionstart(session):
+    session.config._ray_processes_before = _ray_processes()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if a Ray process started during it outlives it (30 s allowed to exit): the tests
+    must leave the machine as they found it."""
+    import time
+
+    before = getattr(session.config, "_ray_processes_before", set())
+    deadline = time.monotonic() + 30
+    while (left := _ray_processes() - before) and time.monotonic() < deadline:
+        time.sleep(1)
+    if left:
+        import psutil
+
+        names = []
+        for pid in sorted(left):
+            try:
+                names.append(f"{pid} {' '.join(psutil.Process(pid).cmdline())[:80]}")
+            except psutil.NoSuchProcess:
+                continue
+        if names:
+            session.config.get_terminal_writer().line("Ray processes left by the tests:\n  " + "\n  ".join(names), red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -29,7 +29,7 @@ EXIT_CODES = {
     EXIT_OK: "done: the sweep finished (or the command did what it says)",
     EXIT_FAILED: "the sweep ran but failed: no trial produced the metric, or a followed job failed",
     EXIT_USAGE: "bad input: the spec, a flag, a path or a job id (one line says which and why)",
-    EXIT_UNREACHABLE: "Ray or the cluster could not be reached at the address given",
+    EXIT_UNREACHABLE: "Ray or the cluster could not be reached at the address given, or refused our token",
     EXIT_INTERRUPTED: "interrupted (Ctrl+C or SIGTERM): what finished is kept; --resume continues",
 }
 JOBS_ADDRESS_HELP = f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})"

@@ -49,6 +49,11 @@ class ClusterUnreachable(TuneServiceError):
     exit_code = 3
 
 
+class ClusterRefused(ClusterUnreachable):
+    """The Ray cluster answered but refused the request: Ray's token authentication is on there and
+    this process sent no token, or not its token."""
+
+
 class TaskError(TuneServiceError):
     """The task named by the spec cannot be found, imported or used."""
 

@@ -2,10 +2,11 @@
 laptop that need not stay connected.
 
 ``submit`` validates the spec here, then hands the cluster's Jobs API (the Ray dashboard, port 8265 of
-the head) one entrypoint: ``tune-run`` with the spec inline, ``--address auto`` and the experiment's
-storage and name. The user's task code travels in the job's runtime environment (``working_dir``,
-``py_modules``, ``pip``), which Ray gives every process of the job: the driver, the trials and every
-rank. The experiment directory must be on storage that every node sees and that the caller of
+the head) one entrypoint: ``tune-run SPEC_FILE --address auto`` with the experiment's storage and name.
+The spec travels as a file (:data:`SPEC_FILE`) in the job's working directory, not in the entrypoint,
+which the Jobs API keeps and its dashboard shows. The user's task code travels in the job's runtime
+environment (``working_dir``, ``py_modules``, ``pip``), which Ray gives every process of the job: the
+driver, the trials and every rank. The experiment directory must be on storage that every node sees and that the caller of
 :meth:`SweepJob.results` can read (a shared path mounted at the same place everywhere).
 
 Stopping: Ray sends the entrypoint SIGTERM; ``tune-run`` takes it as Ctrl+C, so Tune saves the
@@ -19,12 +20,13 @@ import asyncio
 import json
 import os
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tune_service.errors import ClusterUnreachable, TuneServiceError
+from tune_service.errors import ClusterRefused, ClusterUnreachable, TuneServiceError
 from tune_service.experiment.layout import plain_name_problem
 from tune_service.redaction import MIN_SECRET_LENGTH, environment_secrets, looks_secret, refuse_secrets_in_spec
 from tune_service.results import sweep_result as results
@@ -38,6 +40,8 @@ STOP_GRACE_S = 60
 #: The job metadata key that holds the experiment directory (how ``attach`` finds the results).
 EXPERIMENT_KEY = "tune_service.experiment_dir"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+#: The spec's file in the job's working directory (the entrypoint's current directory on the cluster).
+SPEC_FILE = "tune_service_sweep.json"
 
 
 def jobs_address(address: str | None) -> str:
@@ -87,18 +91,49 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     _refuse_secrets_in_runtime_env(runtime_env or {})
     storage = str(storage) if "://" in str(storage) else str(Path(storage).resolve())
     experiment_dir = f"{storage.rstrip('/')}/{name}"
-    entrypoint = shlex.join(["tune-run", json.dumps(dict(spec.source), separators=(",", ":"), default=str),
-                             "--address", "auto", "--storage", storage, "--name", name])
+    entrypoint = shlex.join(["tune-run", SPEC_FILE, "--address", "auto", "--storage", storage, "--name", name])
     env = dict(runtime_env or {})
     env["env_vars"] = {"RAY_JOB_STOP_WAIT_TIME_S": str(STOP_GRACE_S), **dict(env.get("env_vars") or {})}
     address = jobs_address(address)
     client = _client(address)
-    try:
-        job_id = client.submit_job(entrypoint=entrypoint, runtime_env=env,
-                                   metadata={EXPERIMENT_KEY: experiment_dir, "tune_service.sweep": spec.name})
-    except (RuntimeError, ValueError, OSError) as err:  # the Jobs API's refusal, or the runtime env's
-        raise TuneServiceError(f"submit: the Ray Jobs API at {address} refused the sweep: {_first_line(err)}") from None
+    with tempfile.TemporaryDirectory(prefix="tune-service-job-") as staging:
+        env["working_dir"] = _working_dir_with_spec(Path(staging), env.get("working_dir"), spec)
+        try:  # returns once the working directory is uploaded: the staging copy can go
+            job_id = client.submit_job(entrypoint=entrypoint, runtime_env=env,
+                                       metadata={EXPERIMENT_KEY: experiment_dir, "tune_service.sweep": spec.name})
+        except (RuntimeError, ValueError, OSError) as err:  # the Jobs API's refusal, or the runtime env's
+            raise TuneServiceError(f"submit: the Ray Jobs API at {address} refused the sweep: "
+                                   f"{_first_line(err)}") from None
     return SweepJob(job_id, address, experiment_dir)
+
+
+def _working_dir_with_spec(staging: Path, working_dir: str | os.PathLike | None, spec: SweepSpec) -> str:
+    """A directory to upload as the job's ``working_dir``: ``staging``, holding the spec as
+    :data:`SPEC_FILE` and a link to every entry of the user's own ``working_dir`` (a local directory).
+
+    Ray packs a working directory following links (files and directories), with the user's
+    ``.gitignore``/``.rayignore`` and ``excludes`` applying as they would to the directory itself, so the
+    job sees the user's files and the spec side by side, and nothing is copied here.
+
+    Raises:
+        TuneServiceError: ``working_dir`` is not a local directory (a remote package cannot take the
+            spec's file), or it already has a file named :data:`SPEC_FILE`.
+    """
+    # Its name stated: a spec's default name is its file's, here and there.
+    document = {**dict(spec.source), "name": spec.name}
+    (staging / SPEC_FILE).write_text(json.dumps(document, default=str), encoding="utf-8")
+    if working_dir is None:
+        return str(staging)
+    source = Path(working_dir)
+    if "://" in str(working_dir) or not source.is_dir():
+        raise TuneServiceError(f"runtime_env.working_dir: must be a local directory (the sweep's spec travels in "
+                               f"it as a file); got {str(working_dir)!r}")
+    for entry in source.resolve().iterdir():
+        if entry.name == SPEC_FILE:
+            raise TuneServiceError(f"runtime_env.working_dir: holds {SPEC_FILE}, the name submit gives the "
+                                   f"sweep's spec on the cluster; rename it")
+        (staging / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    return str(staging)
 
 
 def _refuse_secrets_in_runtime_env(runtime_env: Mapping[str, Any]) -> None:
@@ -185,10 +220,15 @@ class SweepJob:
 
 
 def _client(address: str):
+    from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
     try:
         return JobSubmissionClient(address, headers=_auth_headers())
+    except AuthenticationError as err:  # the client's first request (Ray's version) needs the token too
+        raise ClusterRefused(f"address: the Ray Jobs API at {address!r} refused the request "
+                             f"({_first_line(err)}); set RAY_AUTH_TOKEN to the cluster's token "
+                             f"(docs/cluster.md)") from None
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise ClusterUnreachable(f"address: cannot reach the Ray Jobs API at {address!r}: {_first_line(err)}") from None
 

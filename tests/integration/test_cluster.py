@@ -23,15 +23,25 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 import tune_service
-from tune_service.jobs import SweepJob, attach
+from tune_service.jobs import SPEC_FILE, SweepJob, attach
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = ROOT / "tests" / "submitted_code"
 RECORD = re.compile(r"trial=(?P<trial>\w+)-rank=(?P<rank>\d)-node=(?P<node>\w+)-pid=(?P<pid>\d+)")
+
+
+def _compose_ray_auth(token: str) -> dict[str, str]:
+    """Ray's authentication settings as docker/compose.yaml gives every node, with the token it takes
+    from the shell (``${RAY_AUTH_TOKEN:?...}``) filled in, as ``docker compose up`` does."""
+    environment = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["x-node"]["environment"]
+    auth = {name: str(value) for name, value in environment.items() if name.startswith("RAY_AUTH")}
+    assert auth["RAY_AUTH_TOKEN"].startswith("${RAY_AUTH_TOKEN:?"), auth  # taken from the shell, required
+    return {**auth, "RAY_AUTH_TOKEN": token}
 
 
 def _free_port() -> int:
@@ -49,20 +59,22 @@ def _ports() -> list[str]:
 
 
 def _cluster_processes(temp_dir: str) -> list[psutil.Process]:
-    found = []
+    """The processes whose command line names ``temp_dir``, and all their descendants: Ray's agents
+    rename themselves (``ray::DashboardAgent``) and would otherwise outlive the test."""
+    found = {}
     for proc in psutil.process_iter(["cmdline"]):
         try:
             if any(temp_dir in part for part in proc.info["cmdline"] or ()):
-                found.append(proc)
+                found.update({p.pid: p for p in (proc, *proc.children(recursive=True))})
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return found
+    return list(found.values())
 
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    """A head and a worker node, 1 CPU each, on 127.0.0.1, with Ray's token authentication on (a token
-    of their own); yields the Jobs API address and the token's path."""
+    """A head and a worker node, 1 CPU each, on 127.0.0.1, with Ray's token authentication on as
+    docker/compose.yaml sets it (a token of their own); yields the Jobs API address and the token's path."""
     ray_bin = Path(sys.executable).parent / "ray"
     temp_dir = tempfile.mkdtemp(prefix="ts2n-")  # short: Ray's socket paths live under it
     token = Path(temp_dir) / "auth_token"
@@ -70,11 +82,10 @@ def two_nodes():
     gcs_port, dashboard_port = _free_port(), _free_port()
     # The job's entrypoint `tune-run` resolves on the head's PATH, as it would in our image.
     env = {**os.environ, "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
+           **_compose_ray_auth(token.read_text()),
            # Other Ray instances on this machine (the test session's own) must not confuse the
            # processes of this one that look their cluster up (Ray Train's placement-group cleaner).
            "RAY_ADDRESS": f"127.0.0.1:{gcs_port}"}
-    env.pop("RAY_AUTH_TOKEN", None)
     common = ["--num-cpus=1", "--num-gpus=0", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     try:
         subprocess.run([str(ray_bin), "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}",
@@ -138,11 +149,27 @@ def _records(record_dir: Path) -> list[dict]:
 
 @pytest.fixture
 def cluster(two_nodes, monkeypatch):
-    """The 2-node cluster's Jobs API address, with its token where a user's client would find it."""
+    """The 2-node cluster's Jobs API address, with its token where docs/cluster.md puts it for a user."""
     address, token = two_nodes
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN", token.read_text())
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     return address
+
+
+@pytest.mark.parametrize("token", [None, "not-the-clusters-token"])
+def test_the_cluster_refuses_a_client_without_its_token_in_one_line(two_nodes, token, tmp_path):
+    import requests
+
+    address, _ = two_nodes
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    assert requests.get(f"{address}/api/jobs/", headers=headers, timeout=10).status_code == (403 if token else 401)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update({"HOME": str(tmp_path), **({"RAY_AUTH_TOKEN": token} if token else {})})  # no ~/.ray/auth_token
+    done = subprocess.run([sys.executable, "-m", "tune_service.cli", "status", "raysubmit_x", "--address", address],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "refused the request" in done.stderr and "RAY_AUTH_TOKEN" in done.stderr, done.stderr
 
 
 def test_a_submitted_sweep_runs_each_trials_ranks_on_two_nodes(cluster, two_nodes, tmp_path):
@@ -168,6 +195,14 @@ def test_a_submitted_sweep_runs_each_trials_ranks_on_two_nodes(cluster, two_node
     again = attach(job.job_id, cluster)
     assert again == job and again.status() == "SUCCEEDED"
     assert "2 trials: 2 completed" in job.logs()
+    # The spec travelled as a file in the job's working directory, beside the task's code: the entrypoint
+    # that the Jobs API keeps and its dashboard shows holds no value of it.
+    from ray.job_submission import JobSubmissionClient
+
+    entrypoint = JobSubmissionClient(cluster, headers={"Authorization": f"Bearer {os.environ['RAY_AUTH_TOKEN']}"}
+                                     ).get_job_info(job.job_id).entrypoint
+    assert entrypoint.startswith(f"tune-run {SPEC_FILE} --address auto"), entrypoint
+    assert str(records) not in entrypoint and "val_accuracy" not in entrypoint, entrypoint
 
 
 def test_stop_ends_a_running_sweep_and_its_rank_processes_and_keeps_what_finished(cluster, tmp_path):

@@ -283,6 +283,16 @@ def test_compose_publishes_on_localhost_only_and_never_holds_the_wandb_key():
         assert "offline" in str(env.get("WANDB_MODE")), name
 
 
+def test_compose_nodes_require_rays_token_taken_from_the_shell_never_written():
+    for name, service in compose_services().items():
+        env = service.get("environment", {})
+        assert env.get("RAY_AUTH_MODE") == "token", name
+        # ${VAR:?message}: `docker compose up` refuses to start when the shell has no token.
+        assert re.fullmatch(r"\$\{RAY_AUTH_TOKEN:\?[^}]+\}", str(env.get("RAY_AUTH_TOKEN"))), (name, env)
+    exports = [line for line in CLUSTER_DOC.read_text().splitlines() if line.startswith("export RAY_AUTH_TOKEN=")]
+    assert exports, "docs/cluster.md shows how to make the token before `docker compose up`"
+
+
 # --- KubeRay -------------------------------------------------------------------------------------------
 
 def test_manifest_is_a_kuberay_rayjob_of_the_image():
@@ -320,6 +330,17 @@ def test_rayjob_storage_is_a_readwritemany_volume_on_every_node():
             assert storage in mounted, f"{container['name']}: nothing mounted at --storage {storage}"
             claim = volumes[mounted[storage]]["persistentVolumeClaim"]["claimName"]
             assert "ReadWriteMany" in claims[claim]["spec"]["accessModes"], claim
+
+
+def test_rayjob_turns_on_rays_token_from_the_secret_the_docs_create_and_exposes_no_service():
+    job = rayjob()
+    auth = job["spec"]["rayClusterSpec"]["authOptions"]
+    assert auth["mode"] == "token", auth
+    creates = [argv for argv in readme_commands("kubectl") if argv[1:4] == ["create", "secret", "generic"]]
+    assert [argv[4] for argv in creates] == [auth["secretName"]], creates
+    assert any(word.startswith("--from-literal=auth_token=") for word in creates[0]), creates[0]  # KubeRay's key
+    assert not [doc for doc in manifest() if doc["kind"] in ("Service", "Ingress")]  # the head's stays ClusterIP
+    assert [argv for argv in readme_commands("kubectl") if argv[1] == "port-forward"], "the dashboard by port-forward"
 
 
 # --- README --------------------------------------------------------------------------------------------

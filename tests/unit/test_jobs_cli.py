@@ -1,5 +1,6 @@
 """The cluster commands' refusals, without a cluster: a bad spec is refused before anything is
-submitted, an unreachable Jobs API is one line, and a spec can travel inline (as in a job's entrypoint)."""
+submitted, an unreachable Jobs API is one line; a spec can travel inline, and a job's working
+directory carries the spec as a file beside the user's own files."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from tune_service import cli
 from tune_service.errors import SpecError
-from tune_service.jobs import jobs_address
+from tune_service.errors import TuneServiceError
+from tune_service.jobs import SPEC_FILE, _working_dir_with_spec, jobs_address
 from tune_service.spec import load_spec
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
@@ -75,3 +77,38 @@ def test_a_secret_in_the_spec_is_refused_before_the_cluster_is_contacted(tmp_pat
     spec.write_text("method: random\nparameters: {token: {value: s3cr3t-value-from-the-shell}}\n")
     with pytest.raises(SpecError, match="parameters.token.value: holds the value of the environment variable HF_TOKEN"):
         submit(str(spec), UNREACHABLE, storage=str(tmp_path))
+
+
+def test_the_jobs_working_directory_holds_the_spec_file_beside_the_users_files(tmp_path):
+    source = tmp_path / "digits-search.yaml"
+    source.write_text("method: random\nrun_cap: 3\nparameters: {lr: {min: 0.001, max: 0.1}}\n")
+    spec = load_spec(source)
+    user = tmp_path / "project"
+    (user / "pkg").mkdir(parents=True)
+    (user / "pkg" / "task.py").write_text("X = 1\n")
+    (user / ".gitignore").write_text("data/\n")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    assert _working_dir_with_spec(staging, str(user), spec) == str(staging)
+    assert sorted(p.name for p in staging.iterdir()) == sorted([".gitignore", "pkg", SPEC_FILE])
+    assert (staging / "pkg" / "task.py").read_text() == "X = 1\n"  # a link: nothing copied
+    assert load_spec(staging / SPEC_FILE) == spec  # its name too (by default a spec's file's)
+    assert list(user.iterdir()) != [] and not (user / SPEC_FILE).exists()  # the user's directory untouched
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    _working_dir_with_spec(alone, None, spec)
+    assert [p.name for p in alone.iterdir()] == [SPEC_FILE]
+
+
+@pytest.mark.parametrize("working_dir, says", [("s3://bucket/code.zip", "must be a local directory"),
+                                               ("missing", "must be a local directory"),
+                                               ("taken", f"holds {SPEC_FILE}")])
+def test_a_working_dir_that_cannot_carry_the_spec_is_refused_naming_it(tmp_path, working_dir, says):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / SPEC_FILE).write_text("{}")
+    (tmp_path / "staging").mkdir()
+    spec = load_spec({"method": "random", "run_cap": 1, "parameters": {"lr": {"value": 0.1}}})
+    path = working_dir if "://" in working_dir else str(tmp_path / working_dir)
+    with pytest.raises(TuneServiceError, match=f"runtime_env.working_dir: {says}"):
+        _working_dir_with_spec(tmp_path / "staging", path, spec)
