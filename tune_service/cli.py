@@ -126,7 +126,7 @@ def _submit_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec YAML")
     p.add_argument("--address", help=JOBS_ADDRESS_HELP)
     p.add_argument("--storage", required=True,
-                   help="where the experiment is written: a path every node sees, or a URI such as s3://bucket/prefix")
+                   help="where the experiment is written: a directory every node mounts at the same path")
     p.add_argument("--name", help="experiment name (default: the spec's name and the submission time)")
     _add_spec_options(p)
     p.add_argument("--working-dir", help="a directory of your task's code, uploaded with the job (Ray's working_dir)")

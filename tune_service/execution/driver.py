@@ -124,7 +124,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     )
     run_config = tune.RunConfig(
         name=name,
-        storage_path=str(Path(storage).resolve()) if "://" not in str(storage) else str(storage),
+        storage_path=str(Path(storage).resolve()),
         callbacks=callbacks or [],
         stop=stopper,
         verbose=verbose,
@@ -332,6 +332,8 @@ def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
 
 
 def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
+    if problem := layout.storage_problem(storage):
+        raise TuneServiceError(f"storage: {problem}")
     problem = layout.plain_name_problem(name)
     if problem:
         raise TuneServiceError(f"name: {problem}")
