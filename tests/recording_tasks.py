@@ -323,3 +323,29 @@ class ScoredDigits(SlowDigits):
 
     def recorded_as(self, config) -> str:
         return f"quality={config['quality']}"
+
+
+class DiskFillingDigits(Digits):
+    """Digits whose trials with ``disk: fill`` or ``top-up`` fill the file system of the file ``ballast`` when their
+    model is built (topping it up), and whose trial with ``disk: free`` deletes that file then: the
+    sweep's storage is full in between (saves there fail with ENOSPC), as a disk shared with other jobs
+    fills and frees."""
+
+    hyperparameters = (*Digits.defaults, "disk", "ballast")
+
+    def model(self, config):
+        import torch.distributed as dist
+
+        ballast = Path(config["ballast"])
+        if dist.get_rank() == 0 and config["disk"] in ("fill", "top-up"):
+            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            try:
+                while os.write(fd, b"\0" * 4096):
+                    pass
+            except OSError:  # full
+                pass
+            finally:
+                os.close(fd)
+        elif dist.get_rank() == 0 and config["disk"] == "free":
+            ballast.unlink()
+        return super().model(config)

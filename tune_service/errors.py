@@ -54,6 +54,13 @@ class ClusterRefused(ClusterUnreachable):
     this process sent no token, or not its token."""
 
 
+class StorageFull(TuneServiceError):
+    """The sweep ran, but its storage would not take its last save (a full disk, an I/O error): the
+    trials' results are kept; freeing space and resuming writes it."""
+
+    exit_code = 1
+
+
 class TaskError(TuneServiceError):
     """The task named by the spec cannot be found, imported or used."""
 

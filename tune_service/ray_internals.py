@@ -1,11 +1,16 @@
 """Every private name of Ray that tune-service relies on, in one place, with why.
 
 Ray's public API does not cover a few things the service must do (rebuild a scheduler's brackets after
-a crash, relay a Train run's reports to Tune, start an embedded Ray on loopback with token auth).
+a crash, start an embedded Ray on loopback with token auth).
 Each private name those need is listed in :data:`INTERNALS`; ``tests/unit/test_ray_internals.py``
 checks every one against the installed Ray and fails naming it when Ray changes. Code that uses one
 at run time goes through :func:`private` (an attribute that must be there), never ``getattr`` with a
 default: a changed Ray is an error that says what changed, not a silent fallback.
+
+Besides names, one log message: Tune's error when its copy of the experiment's state into storage fails
+(logger ``ray.tune.execution.experiment_state``, ``Saving experiment state to storage at ...``), which
+:class:`tune_service.experiment.saving.TuneStateSaveErrors` says once as a warning instead;
+``tests/unit/execution/test_saving.py`` fails when Ray's text or logger changes.
 
 The supported Ray versions are ``pyproject.toml``'s range; a new Ray is taken into it once this
 module's test and the suite pass on it.

@@ -25,7 +25,7 @@ from tune_service.execution.resources import from_ray
 from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
-from tune_service.experiment import layout
+from tune_service.experiment import layout, saving
 from tune_service.experiment.lock import DriverLock
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
@@ -215,6 +215,9 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         except BaseException:
             lock.release()
             raise
+    # wandb keeps its debug logs in the experiment directory: on a full disk Python's logging would
+    # print a traceback for every line it cannot write there (its documented production setting).
+    logging_errors_raised, logging.raiseExceptions = logging.raiseExceptions, False
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
@@ -268,7 +271,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:
                 tracker.log_sweep(outcome)
-        results.write(outcome)
+        saving.save_at_the_end(layout.SUMMARY_FILE, lambda: results.write(outcome))
         return outcome
     finally:
         lock.release()
@@ -279,6 +282,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
                 callback.release()
         if tracker is not None:
             tracker.close()
+        logging.raiseExceptions = logging_errors_raised
         if started_here:
             ray.shutdown()
 
@@ -301,15 +305,19 @@ def _sigterm_as_ctrl_c():
 @contextlib.contextmanager
 def _ray_logs_quiet(quiet: bool):
     """While the sweep runs, Ray's own log messages below ERROR stay out of the console (the live view
-    is the output; ``verbose=2`` shows them)."""
+    is the output; ``verbose=2`` shows them), and so do Tune's failed state saves (said once instead,
+    :class:`~tune_service.experiment.saving.TuneStateSaveErrors`)."""
     ray_logger = logging.getLogger("ray")
     previous = ray_logger.level
+    state_saves = saving.TuneStateSaveErrors()
+    logging.getLogger(saving.TuneStateSaveErrors.LOGGER).addFilter(state_saves)
     if quiet:
         ray_logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
         ray_logger.setLevel(previous)
+        logging.getLogger(saving.TuneStateSaveErrors.LOGGER).removeFilter(state_saves)
 
 
 @contextlib.contextmanager

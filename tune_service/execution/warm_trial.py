@@ -21,6 +21,7 @@ from typing import Any
 from tune_service.execution.gang import GangSettings, lease_gang
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
+from tune_service.experiment.saving import FailingSaves
 from tune_service.spec.configs import plain
 from tune_service.training.guards import check_metric_reported
 from tune_service.training.oom import TrialOutOfMemory
@@ -61,14 +62,21 @@ class WarmTrial(SweepTrial):
         storage_path, filesystem = trial_storage()
         training = self.training
         reports = 0
+        checkpoint_saves = FailingSaves(f"a checkpoint of trial {os.path.basename(trial_dir)}")
 
         def relay(metrics: dict[str, Any], checkpoint_path: str | None) -> None:
             nonlocal reports
             reports += 1
             if reports == 1:
                 check_metric_reported(self.metric, metrics)
-            checkpoint = tune.Checkpoint.from_directory(checkpoint_path) if checkpoint_path else None
-            tune.report(metrics, checkpoint=checkpoint)
+            if checkpoint_path is None:
+                tune.report(metrics)
+            # Tune copies the checkpoint into storage before it takes the report: when that copy fails
+            # (a full disk), the epoch is reported without it and the trial's newest complete
+            # checkpoint stays the one to resume from (a cut copy is passed over: checkpoints.py).
+            elif not checkpoint_saves.attempt(
+                    lambda: tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_path))):
+                tune.report(metrics)
 
         stored = newest_checkpoint(storage_path, filesystem)
         if stored is not None:

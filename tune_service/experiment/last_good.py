@@ -20,6 +20,7 @@ from typing import Any
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.experiment.layout import atomic_write
+from tune_service.experiment.saving import FailingSaves
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class LastGoodState(DriverCallback):
         super().__init__(f"{experiment_dir.name}/last_good")
         self.target = Path(experiment_dir) / LAST_GOOD_DIR
         self._staging: Path | None = None
+        self._saves = FailingSaves("the experiment's state (.last_good)")
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if self._staging is None and trials:
@@ -47,8 +49,8 @@ class LastGoodState(DriverCallback):
     def get_state(self) -> None:
         """Tune asks its callbacks for their state right after it has written its own (and before
         copying it to the experiment directory): the moment to keep a copy. Stateless: returns None."""
-        if self._staging is not None:
-            keep_state_files(self._staging, self.target)
+        if self._staging is not None:  # a full disk keeps the copy before (atomic writes) until the next save
+            self._saves.attempt(lambda: keep_state_files(self._staging, self.target))
         return None
 
 

@@ -19,7 +19,8 @@ from typing import Any, Iterable, Protocol
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
-from tune_service.experiment.layout import TIME_ATTR
+from tune_service.experiment.layout import SUMMARY_FILE, TIME_ATTR
+from tune_service.experiment.saving import FailingSaves
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, write,
 )
@@ -62,7 +63,7 @@ class SweepProgress(DriverCallback):
         for t in previous.trials if previous else ():
             if t.status in ENDED:
                 self.trials[t.trial_id] = t
-        self._write_failed = False
+        self._summary_saves = FailingSaves(SUMMARY_FILE)
 
     # -- what the views read -------------------------------------------------------------------------
     @property
@@ -124,12 +125,7 @@ class SweepProgress(DriverCallback):
             observer.trial_ended(self, record)
 
     def _write_summary(self) -> None:
-        try:
-            write(self.snapshot())
-        except OSError as err:  # the summary at the end is written again; the sweep goes on
-            if not self._write_failed:
-                logger.warning("summary.json not updated (%s); trying again when the next trial ends", err)
-            self._write_failed = True
+        self._summary_saves.attempt(lambda: write(self.snapshot()))  # tried again when the next trial ends
 
 
 def trial_error_line(trial: Any) -> str:

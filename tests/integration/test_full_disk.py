@@ -1,0 +1,56 @@
+"""A sweep whose storage fills up and frees again, on a small file system made for the test (a tmpfs,
+which needs root, as CI and this project's machines run): nothing is lost, each kind of failed save is
+said once, in one line, and the sweep finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tune_service import cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs mounted at ``tmp_path/disk`` for the test, unmounted after it."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=True)  # wandb's service may hold a file a while
+
+
+def test_a_storage_that_fills_and_frees_loses_nothing_and_says_so_once_per_kind(ray_cluster, small_disk, tmp_path,
+                                                                                capfd, caplog):
+    # One trial at a time (2 ranks on the session's 2 CPUs), in grid order: the first two fill the disk
+    # (the second tops it up), so both end on a full disk; the third frees it.
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(json.dumps({
+        "name": "full-disk", "task": "recording_tasks:DiskFillingDigits", "method": "grid",
+        "metric": {"name": "val_accuracy", "goal": "maximize"}, "scheduler": {"type": "fifo", "max_t": 3},
+        "resources": {"workers": 2}, "wandb": {"mode": "offline"},
+        "parameters": {"disk": {"values": ["fill", "top-up", "free"]},
+                       "ballast": {"value": str(small_disk / "ballast")}}}))
+    code = cli.main([str(spec), "--storage", str(small_disk), "--name", "full"])
+    out, err = capfd.readouterr()
+    assert code == cli.EXIT_OK, out + err
+    summary = json.loads((small_disk / "full" / "summary.json").read_text())
+    assert [(t["config"]["disk"], t["status"], t["epochs"]) for t in summary["trials"]] == [
+        ("fill", "completed", 3), ("top-up", "completed", 3), ("free", "completed", 3)]
+    said = out + err + caplog.text  # our warnings: the console's stderr, here pytest's log capture
+    assert "Traceback" not in said and "Logging error" not in said, said
+    # The summary could not be saved when the first two trials ended: said once; saved again at the end.
+    assert said.count("could not save summary.json (No space left on device)") == 1, said
+    assert said.count("saved summary.json again") == 1, said
+    assert "could not save a checkpoint of trial" in said
+    assert not os.path.exists(small_disk / "ballast")
