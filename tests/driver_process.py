@@ -24,11 +24,13 @@ class Signalled:
     descendants: list[psutil.Process]
 
 
-def signal_driver_when(spec: Path, storage: Path, name: str, ready: Callable[[], bool], signum: int,
-                       timeout: float = 300) -> Signalled:
-    """Run the driver of ``spec`` (tests/ on its path, for the recording tasks), send it ``signum`` once
-    ``ready()`` holds (polled every 0.2 s), and wait for it to end. It is killed if it is still running."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callable[[], bool], signum: int,
+                       timeout: float = 300, env: dict[str, str] | None = None) -> Signalled:
+    """Run the driver of ``spec`` (tests/ on its path, for the recording tasks; ``env`` added to its
+    environment), send it ``signum`` once ``ready()`` holds (polled every 0.2 s), and wait for it to end.
+    It is killed if it is still running."""
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(storage),
                                "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     descendants = []

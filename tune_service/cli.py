@@ -65,7 +65,7 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
-    p.add_argument("--storage", default="experiments", help="directory that holds experiments (default: ./experiments)")
+    p.add_argument("--storage", default="experiments", help="directory that holds experiments, or a URI such as s3://bucket/prefix (default: ./experiments)")
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
     _add_output(p)
     _add_common(p)
@@ -118,7 +118,7 @@ def _results_parser(p: argparse.ArgumentParser) -> None:
 
 def _report_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the sweep's experiment directory")
-    p.add_argument("-o", "--output", help="where to write the page (default: EXPERIMENT_DIR/report.html)")
+    p.add_argument("-o", "--output", help="where to write the page (default: EXPERIMENT_DIR/report.html; ./report.html for a URI)")
     _add_common(p)
 
 
@@ -126,7 +126,7 @@ def _submit_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec YAML")
     p.add_argument("--address", help=JOBS_ADDRESS_HELP)
     p.add_argument("--storage", required=True,
-                   help="where the experiment is written: a directory every node mounts at the same path")
+                   help="where the experiment is written: a directory every node mounts at the same path, or a URI such as s3://bucket/prefix")
     p.add_argument("--name", help="experiment name (default: the spec's name and the submission time)")
     _add_spec_options(p)
     p.add_argument("--working-dir", help="a directory of your task's code, uploaded with the job (Ray's working_dir)")
@@ -246,10 +246,12 @@ def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
         print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
     else:
         print(f"no trial reported {outcome.metric}")
-    directory = Path(outcome.experiment_dir)
-    print(f"results: {directory / SUMMARY_FILE}, best config: {directory / BEST_CONFIG_FILE}")
+    where = str(outcome.experiment_dir).rstrip("/")  # a directory, or a URI on remote storage
+    print(f"results: {where}/{SUMMARY_FILE}, best config: {where}/{BEST_CONFIG_FILE}")
     wandb = outcome.extra.get("wandb")
-    if wandb and wandb.get("mode") == "offline":
+    if wandb and wandb.get("mode") == "offline" and "://" in wandb["dir"]:
+        print(f"wandb: runs saved offline in {wandb['dir']}; copy them to a disk and upload them with wandb sync")
+    elif wandb and wandb.get("mode") == "offline":
         print(f"wandb: runs saved offline; upload them with: wandb sync {wandb['dir']}/offline-run-*")
     elif wandb:
         where = "/".join(x for x in (wandb.get("entity"), wandb.get("project")) if x)
@@ -275,7 +277,17 @@ def _report(args: argparse.Namespace) -> int:
     from tune_service.results.analysis import load_results
     from tune_service.results.report import write_report
 
-    path = write_report(load_results(args.experiment).result, Path(args.output) if args.output else None)
+    from dataclasses import replace
+
+    from tune_service.experiment.remote import is_remote
+    from tune_service.results.report import REPORT_FILE
+
+    loaded = load_results(args.experiment)
+    # The report reads the trials' files where they were loaded from (remote storage: a local copy), and
+    # a remote experiment's report is written into the current directory unless --output says otherwise.
+    outcome = replace(loaded.result, experiment_dir=str(loaded.experiment_dir))
+    output = args.output or (REPORT_FILE if is_remote(args.experiment) else None)
+    path = write_report(outcome, Path(output) if output else None)
     print(f"report: {path}")
     return EXIT_OK
 

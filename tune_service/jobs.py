@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from tune_service.errors import ClusterRefused, ClusterUnreachable, TuneServiceError
-from tune_service.experiment.layout import plain_name_problem, storage_problem
+from tune_service.experiment.layout import plain_name_problem
+from tune_service.experiment.remote import is_remote
 from tune_service.redaction import MIN_SECRET_LENGTH, environment_secrets, looks_secret, refuse_secrets_in_spec
 from tune_service.results import sweep_result as results
 from tune_service.spec import SweepSpec, load_spec
@@ -66,8 +67,8 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
             so a bad spec is refused before anything is submitted.
         address: the cluster's Jobs API, ``http://HEAD:8265`` (default: see :func:`jobs_address`).
         storage: where the experiment is written, as the cluster's nodes see it: a path shared by every
-            node (and by this machine, for ``results()``); remote storage URIs (``s3://``) are refused.
-            A relative path is made absolute here.
+            node (and by this machine, for ``results()``), or remote storage (``s3://bucket/prefix``:
+            :mod:`~tune_service.experiment.remote`). A relative path is made absolute here.
         name: the experiment name; by default the spec's name and the submission time.
         runtime_env: Ray's runtime environment for the job: how the task's code and its pip packages
             reach the cluster, e.g. ``{"working_dir": "."}``. Its ``env_vars`` reach every rank.
@@ -85,13 +86,11 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     name = name or experiment_name(spec)
     if problem := plain_name_problem(name):
         raise TuneServiceError(f"name: {problem}")
-    if problem := storage_problem(storage):
-        raise TuneServiceError(f"storage: {problem}")
     # The Jobs API stores the entrypoint (the spec travels in it) and the runtime environment, and its
     # dashboard shows both: neither may carry a secret.
     refuse_secrets_in_spec(spec.source)
     _refuse_secrets_in_runtime_env(runtime_env or {})
-    storage = str(Path(storage).resolve())
+    storage = str(storage) if is_remote(storage) else str(Path(storage).resolve())
     experiment_dir = f"{storage.rstrip('/')}/{name}"
     entrypoint = shlex.join(["tune-run", SPEC_FILE, "--address", "auto", "--storage", storage, "--name", name])
     env = dict(runtime_env or {})

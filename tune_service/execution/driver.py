@@ -27,6 +27,7 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout, saving
 from tune_service.experiment.lock import DriverLock
+from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
@@ -124,7 +125,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     )
     run_config = tune.RunConfig(
         name=name,
-        storage_path=str(Path(storage).resolve()),
+        storage_path=str(storage) if is_remote(storage) else str(Path(storage).resolve()),
         callbacks=callbacks or [],
         stop=stopper,
         verbose=verbose,
@@ -145,7 +146,8 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
         spec: a spec file path, a dict in the spec format, or a loaded :class:`SweepSpec`.
         address: a Ray cluster to connect to (``auto`` or ``HOST:PORT``); ``None`` starts an embedded
             local Ray (or uses the one this process already started).
-        storage: where experiments are written; the experiment directory is ``storage/name``.
+        storage: where experiments are written; the experiment directory is ``storage/name``. A URI
+            (``s3://bucket/prefix``) puts the experiment on remote storage (:mod:`~tune_service.experiment.remote`).
         name: the experiment name; by default the spec's name and the start time.
         task: a Task object or train function to use instead of the spec's ``task`` string.
         overrides / more_overrides: dotted spec keys to set, e.g. ``run_cap=4`` or
@@ -163,7 +165,17 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
     elif overrides or more_overrides:
         raise TuneServiceError("overrides: apply them when loading the spec (load_spec(path, overrides))")
     redaction.refuse_secrets_in_spec(spec.source)  # what a spec holds is saved, by us and by Ray
-    experiment_dir = _new_experiment_dir(storage, name or experiment_name(spec))
+    name = name or experiment_name(spec)
+    if problem := layout.plain_name_problem(name):
+        raise TuneServiceError(f"name: {problem}")
+    if is_remote(storage):
+        experiment = RemoteExperiment.new(str(storage), name)
+        try:
+            return _execute(spec, experiment.mirror, address=address, task=task, verbose=verbose, restore=False,
+                            remote=experiment)
+        finally:
+            experiment.close()
+    experiment_dir = _new_experiment_dir(storage, name)
     return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
 
 
@@ -173,27 +185,33 @@ def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, tas
     continue from their last checkpoints, and the searcher goes on up to ``run_cap`` trials.
 
     Args:
-        experiment_dir: the directory :func:`run` wrote (``storage/name``).
+        experiment_dir: the directory :func:`run` wrote (``storage/name``), or its URI on remote storage.
         task: the task object, if the sweep was run with one (``run(..., task=...)``).
 
     Raises:
         TuneServiceError: the directory is not a tune-service experiment, or its task object is missing.
     """
-    experiment_dir = Path(experiment_dir).resolve()
-    saved = layout.read_sweep_file(experiment_dir)
-    if saved is None:
-        raise TuneServiceError(f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory "
-                               f"(no {layout.SWEEP_FILE})")
-    if saved.get("task_object") and task is None:
-        raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
-                               f"pass the same task to resume(..., task=...)")
-    spec = load_spec(saved["spec"])
-    return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=True)
+    remote = RemoteExperiment.existing(str(experiment_dir)) if is_remote(experiment_dir) else None
+    local_dir = remote.mirror if remote else Path(experiment_dir).resolve()
+    try:
+        saved = layout.read_sweep_file(local_dir)
+        if saved is None:
+            raise TuneServiceError(f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory "
+                                   f"(no {layout.SWEEP_FILE})")
+        if saved.get("task_object") and task is None:
+            raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
+                                   f"pass the same task to resume(..., task=...)")
+        spec = load_spec(saved["spec"])
+        return _execute(spec, local_dir, address=address, task=task, verbose=verbose, restore=True, remote=remote)
+    finally:
+        if remote is not None:
+            remote.close()
 
 
 def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task: Any, verbose: int,
-             restore: bool) -> results.SweepResult:
-    """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results."""
+             restore: bool, remote: RemoteExperiment | None = None) -> results.SweepResult:
+    """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results; with
+    ``remote``, ``experiment_dir`` is its mirror, and the result names the remote experiment."""
     import ray
 
     from tune_service import tracking
@@ -227,13 +245,16 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         if not restore:  # the plan holds: from here on the experiment directory exists
             lock.acquire()
             _write_sweep_file(experiment_dir, spec, task)
+            if remote is not None:
+                remote.upload(layout.SWEEP_FILE)
         had_summary = restore and (experiment_dir / layout.SUMMARY_FILE).is_file()
         previous = results.load(experiment_dir) if had_summary else None
         view = None
         if verbose >= VERBOSE_LIVE:
-            view = LiveView([*plan.headline(), f"experiment {experiment_dir}"], plan.rungs)
+            view = LiveView([*plan.headline(), f"experiment {remote.uri if remote else experiment_dir}"], plan.rungs)
+        observers = [observer for observer in (view, remote) if observer is not None]
         progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
-                                 plan.num_trials, observers=[view] if view else [], previous=previous)
+                                 plan.num_trials, observers=observers, previous=previous)
         limit = spec.failure.failed_trials_limit(plan.num_trials)
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
         timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
@@ -242,11 +263,12 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
-            recorded = replay.read_recorded(experiment_dir)
-        recipe = build_tuner(plan, experiment_dir.parent, experiment_dir.name, callbacks=callbacks,
+            recorded = replay.read_recorded(experiment_dir, (remote.filesystem, remote.path) if remote else None)
+        recipe = build_tuner(plan, remote.storage_uri if remote else experiment_dir.parent, experiment_dir.name,
+                             callbacks=callbacks,
                              verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded,
                              stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None)
-        tuner = recipe.restore(experiment_dir) if restore else recipe.create()
+        tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is
@@ -271,7 +293,11 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:
                 tracker.log_sweep(outcome)
-        saving.save_at_the_end(layout.SUMMARY_FILE, lambda: results.write(outcome))
+        if remote is not None:  # the summary names the remote experiment, and is written in its mirror
+            outcome = remote.as_uploaded(outcome)
+        saving.save_at_the_end(layout.SUMMARY_FILE, lambda: results.write(outcome, experiment_dir))
+        if remote is not None:
+            saving.save_at_the_end(f"the experiment's files to {remote.uri}", remote.upload_own_files)
         return outcome
     finally:
         lock.release()
@@ -282,6 +308,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
                 callback.release()
         if tracker is not None:
             tracker.close()
+            if remote is not None:  # the runs' last files, written as they finished
+                saving.FailingSaves(f"wandb's runs to {remote.uri}").attempt(lambda: remote.upload("wandb"))
         logging.raiseExceptions = logging_errors_raised
         if started_here:
             ray.shutdown()
@@ -340,11 +368,6 @@ def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
 
 
 def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
-    if problem := layout.storage_problem(storage):
-        raise TuneServiceError(f"storage: {problem}")
-    problem = layout.plain_name_problem(name)
-    if problem:
-        raise TuneServiceError(f"name: {problem}")
     path = Path(storage).resolve() / name
     if path.exists() and any(path.iterdir()):
         raise TuneServiceError(f"name: experiment directory {str(path)!r} already exists and is not empty; "

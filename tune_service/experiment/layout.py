@@ -50,17 +50,6 @@ def plain_name_problem(name: str) -> str | None:
     return None
 
 
-def storage_problem(storage: str | os.PathLike) -> str | None:
-    """Why ``storage`` cannot hold experiments (None when it can): it must be a directory path; a URI such
-    as ``s3://bucket/prefix`` is refused (our own files are written with local file APIs), never taken
-    as a local directory named ``s3:``."""
-    text = str(storage)
-    if "://" in text:
-        return (f"must be a directory path (on a cluster, one that every node mounts at the same place); "
-                f"remote storage URIs are not supported yet, got {text!r}")
-    return None
-
-
 def plain_name(text: str) -> str:
     """``text`` (a sweep's display name, which W&B lets hold anything) made a plain directory name."""
     name = "".join("_" if c in "/\\\0" else c for c in text).lstrip(".")

@@ -34,6 +34,7 @@ import copy
 import math
 import os
 import re
+import weakref
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
@@ -43,6 +44,7 @@ import yaml
 
 from tune_service.errors import TuneServiceError
 from tune_service.experiment import layout
+from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
 from tune_service.results.sweep_result import (
@@ -69,10 +71,19 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 def load_results(experiment_dir: str | os.PathLike) -> "SweepResults":
     """Read the sweep in ``experiment_dir`` (what :func:`tune_service.run` wrote), finished or running.
 
+    On remote storage (``s3://...``) the experiment is read from a temporary copy, its checkpoints
+    excepted (so ``best_checkpoint`` is None there), removed once the returned object is.
+
     Raises:
         TuneServiceError: the directory is not a tune-service experiment directory, or it has no
             ``summary.json`` and no ``sweep.json`` to read its trials' directories by.
     """
+    if is_remote(experiment_dir):
+        downloaded = RemoteExperiment.existing(str(experiment_dir))
+        results = load_results(downloaded.mirror)
+        results.location = downloaded.uri
+        weakref.finalize(results, downloaded.close)
+        return results
     directory = Path(experiment_dir).resolve()
     if not directory.is_dir():
         raise TuneServiceError(f"results: {str(directory)!r} is not a directory")
@@ -89,7 +100,10 @@ class SweepResults:
     a spec that trains the best configuration again. Built by :func:`load_results`; read-only."""
 
     def __init__(self, experiment_dir: Path, summary: SweepResult | None, saved: Mapping[str, Any] | None):
+        #: Where the experiment's files are read from (on remote storage: a temporary copy).
         self.experiment_dir = Path(experiment_dir)
+        #: Where the experiment is, as its user names it: ``experiment_dir``, or its URI on remote storage.
+        self.location = str(self.experiment_dir)
         self._saved = saved
         if summary is not None:
             self.metric, self.mode = summary.metric, summary.mode
@@ -120,7 +134,7 @@ class SweepResults:
 
     def __repr__(self) -> str:
         counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()
-        return (f"SweepResults({str(self.experiment_dir)!r}, {len(self.records)} trials {counts}, "
+        return (f"SweepResults({self.location!r}, {len(self.records)} trials {counts}, "
                 f"best {None if self.best is None else self.best.trial_id})")
 
     # -- the best trial -------------------------------------------------------------------------------
@@ -136,7 +150,7 @@ class SweepResults:
     @property
     def result(self) -> SweepResult:
         """The same trials as a :class:`~tune_service.results.sweep_result.SweepResult` (what ``run`` returns)."""
-        return SweepResult(str(self.experiment_dir), self.metric, self.mode, self.records, self.best, self._extra)
+        return SweepResult(self.location, self.metric, self.mode, self.records, self.best, self._extra)
 
     def leaderboard(self, top: int = 10) -> str:
         """The best ``top`` trials as a text table (see :meth:`SweepResult.leaderboard`)."""

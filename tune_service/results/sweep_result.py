@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tune_service.errors import TuneServiceError
+from tune_service.experiment.remote import is_remote, read_remote_text
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, TRIAL_DIR_PREFIX, atomic_write
 from tune_service.redaction import redact, redact_text
 from tune_service.spec.configs import plain
@@ -187,10 +188,10 @@ def one_line_error(error: BaseException) -> str:
     return redact_text(f"{type(cause).__name__}: {last.strip()}")[:500]
 
 
-def write(result: SweepResult) -> None:
-    """Write ``summary.json`` and ``best_config.yaml`` into the experiment directory, secrets redacted
-    (:mod:`tune_service.redaction`)."""
-    directory = Path(result.experiment_dir)
+def write(result: SweepResult, directory: str | os.PathLike | None = None) -> None:
+    """Write ``summary.json`` and ``best_config.yaml`` into ``directory`` (default: the experiment
+    directory; on remote storage, its local mirror), secrets redacted (:mod:`tune_service.redaction`)."""
+    directory = Path(result.experiment_dir if directory is None else directory)
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write(directory / SUMMARY_FILE, json.dumps(redact(result.to_dict()), indent=2, sort_keys=False) + "\n")
     if result.best is not None:
@@ -198,19 +199,21 @@ def write(result: SweepResult) -> None:
 
 
 def load(experiment_dir: str | os.PathLike) -> SweepResult:
-    """Read a finished sweep back from its experiment directory.
+    """Read a finished sweep back from its experiment directory (or its URI on remote storage).
 
     Raises:
         TuneServiceError: there is no readable summary in the directory.
     """
-    summary = Path(experiment_dir) / SUMMARY_FILE
+    remote = is_remote(experiment_dir)
+    summary = f"{str(experiment_dir).rstrip('/')}/{SUMMARY_FILE}" if remote else Path(experiment_dir) / SUMMARY_FILE
     try:
-        data = json.loads(summary.read_text(encoding="utf-8"))
+        data = json.loads(read_remote_text(summary) if remote else summary.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise TuneServiceError(f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
                                f"is it the directory of a finished or interrupted sweep?") from None
     trials = tuple(TrialRecord(**t) for t in data["trials"])
     extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
     # The directory it was read from: an experiment directory may have been moved or copied.
-    return SweepResult(str(Path(experiment_dir).resolve()), data["metric"], data["mode"], trials,
-                       best_trial(trials, data["metric"], data["mode"]), extra)
+    where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())
+    return SweepResult(where, data["metric"], data["mode"], trials, best_trial(trials, data["metric"], data["mode"]),
+                       extra)

@@ -42,15 +42,18 @@ class RecordedTrial:
         return tuple(r for r in self.results if r.get(TIME_ATTR, 0) < self.checkpoint_epoch)
 
 
-def read_recorded(experiment_dir: Path) -> dict[str, RecordedTrial]:
+def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None) -> dict[str, RecordedTrial]:
     """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
-    (the last one of a file) is skipped."""
+    (the last one of a file) is skipped. ``storage``: the experiment's (pyarrow filesystem, path) where
+    the trials' checkpoints are, when not in ``experiment_dir`` (remote storage, whose local mirror has none)."""
     recorded = {}
     for result_file in trial_results_files(experiment_dir):
         results = tuple(read_trial_results(result_file))
         if not results or "trial_id" not in results[0]:
             continue
-        checkpoint = checkpointed_report(str(result_file.parent)) or {}
+        trial = result_file.parent
+        stored = (f"{storage[1]}/{trial.name}", storage[0]) if storage else (str(trial),)
+        checkpoint = checkpointed_report(*stored) or {}
         recorded[results[0]["trial_id"]] = RecordedTrial(results, int(checkpoint.get(TIME_ATTR, 0)))
     return recorded
 
