@@ -92,5 +92,6 @@ def pytest_sessionfinish(session, exitstatus):
             except psutil.NoSuchProcess:
                 continue
         if names:
-            session.config.get_terminal_writer().line("Ray processes left by the tests:\n  " + "\n  ".join(names), red=True)
+            writer = session.config.get_terminal_writer()
+            writer.line("Ray processes left by the tests:\n  " + "\n  ".join(names), red=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -65,7 +65,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
-    p.add_argument("--storage", default="experiments", help="directory that holds experiments, or a URI such as s3://bucket/prefix (default: ./experiments)")
+    p.add_argument("--storage", default="experiments",
+                   help="directory that holds experiments, or a URI such as s3://bucket/prefix (default: ./experiments)")
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
     _add_output(p)
     _add_common(p)
@@ -118,7 +119,8 @@ def _results_parser(p: argparse.ArgumentParser) -> None:
 
 def _report_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the sweep's experiment directory")
-    p.add_argument("-o", "--output", help="where to write the page (default: EXPERIMENT_DIR/report.html; ./report.html for a URI)")
+    p.add_argument("-o", "--output",
+                   help="where to write the page (default: EXPERIMENT_DIR/report.html; ./report.html for a URI)")
     _add_common(p)
 
 
@@ -126,7 +128,8 @@ def _submit_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec YAML")
     p.add_argument("--address", help=JOBS_ADDRESS_HELP)
     p.add_argument("--storage", required=True,
-                   help="where the experiment is written: a directory every node mounts at the same path, or a URI such as s3://bucket/prefix")
+                   help="where the experiment is written: a directory every node mounts at the same path, "
+                        "or a URI such as s3://bucket/prefix")
     p.add_argument("--name", help="experiment name (default: the spec's name and the submission time)")
     _add_spec_options(p)
     p.add_argument("--working-dir", help="a directory of your task's code, uploaded with the job (Ray's working_dir)")
@@ -274,13 +277,11 @@ def _results(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tune_service.results.analysis import load_results
-    from tune_service.results.report import write_report
-
     from dataclasses import replace
 
     from tune_service.experiment.remote import is_remote
-    from tune_service.results.report import REPORT_FILE
+    from tune_service.results.analysis import load_results
+    from tune_service.results.report import REPORT_FILE, write_report
 
     loaded = load_results(args.experiment)
     # The report reads the trials' files where they were loaded from (remote storage: a local copy), and

@@ -13,6 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its type's name when it has none): what a one-line
+    ``error:`` quotes of an error raised by a library."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class TuneServiceError(Exception):
     """Base of every error caused by the user's input rather than by a bug in tune-service."""
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from tune_service.errors import ClusterRefused, ClusterUnreachable, TuneServiceError
+from tune_service.errors import ClusterRefused, ClusterUnreachable, TuneServiceError, first_line
 from tune_service.experiment.layout import plain_name_problem
 from tune_service.experiment.remote import is_remote
 from tune_service.redaction import MIN_SECRET_LENGTH, environment_secrets, looks_secret, refuse_secrets_in_spec
@@ -104,7 +104,7 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
                                        metadata={EXPERIMENT_KEY: experiment_dir, "tune_service.sweep": spec.name})
         except (RuntimeError, ValueError, OSError) as err:  # the Jobs API's refusal, or the runtime env's
             raise TuneServiceError(f"submit: the Ray Jobs API at {address} refused the sweep: "
-                                   f"{_first_line(err)}") from None
+                                   f"{first_line(err)}") from None
     return SweepJob(job_id, address, experiment_dir)
 
 
@@ -228,10 +228,10 @@ def _client(address: str):
         return JobSubmissionClient(address, headers=_auth_headers())
     except AuthenticationError as err:  # the client's first request (Ray's version) needs the token too
         raise ClusterRefused(f"address: the Ray Jobs API at {address!r} refused the request "
-                             f"({_first_line(err)}); set RAY_AUTH_TOKEN to the cluster's token "
+                             f"({first_line(err)}); set RAY_AUTH_TOKEN to the cluster's token "
                              f"(docs/cluster.md)") from None
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise ClusterUnreachable(f"address: cannot reach the Ray Jobs API at {address!r}: {_first_line(err)}") from None
+        raise ClusterUnreachable(f"address: cannot reach the Ray Jobs API at {address!r}: {first_line(err)}") from None
 
 
 def _auth_headers() -> dict[str, str]:
@@ -252,7 +252,7 @@ def _job_info(client, job_id: str, address: str):
     try:
         return client.get_job_info(job_id)
     except RuntimeError as err:
-        raise TuneServiceError(f"job: no job {job_id!r} at {address} ({_first_line(err)})") from None
+        raise TuneServiceError(f"job: no job {job_id!r} at {address} ({first_line(err)})") from None
 
 
 def _follow(client, job_id: str) -> Iterator[str]:
@@ -268,8 +268,3 @@ def _follow(client, job_id: str) -> Iterator[str]:
     finally:
         loop.run_until_complete(tail.aclose())
         loop.close()
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

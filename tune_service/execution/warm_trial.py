@@ -95,4 +95,3 @@ class WarmTrial(SweepTrial):
                 logger.warning("trial %s: %s; retrying on a new gang with grad_accum_steps %d",
                                os.path.basename(trial_dir), out_of_memory, training.grad_accum_steps)
                 stored = newest_checkpoint(storage_path, filesystem)
-

@@ -15,12 +15,13 @@ One driver per experiment is not enforced on remote storage (object stores have 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tune_service.errors import TuneServiceError
+from tune_service.errors import TuneServiceError, first_line
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, SWEEP_FILE
 from tune_service.experiment.saving import FailingSaves
 
@@ -31,7 +32,7 @@ _CHECKPOINT_DIRS = ("checkpoint_", "ddp")
 _OWN_FILES = (SWEEP_FILE, SUMMARY_FILE, BEST_CONFIG_FILE, "wandb")
 
 
-def is_remote(storage: str | Any) -> bool:
+def is_remote(storage: str | os.PathLike) -> bool:
     """Whether ``storage`` names remote storage (a URI) rather than a directory."""
     return "://" in str(storage)
 
@@ -48,7 +49,7 @@ class RemoteExperiment:
         try:
             self.filesystem, self.path = pafs.FileSystem.from_uri(self.uri)
         except (OSError, ValueError, TypeError) as error:
-            raise TuneServiceError(f"storage: cannot open {self.storage_uri!r}: {_first_line(error)}") from None
+            raise TuneServiceError(f"storage: cannot open {self.storage_uri!r}: {first_line(error)}") from None
         self.mirror = Path(tempfile.mkdtemp(prefix="tune-service-mirror-")) / self.name
         self.mirror.mkdir()
         self._summary_uploads = FailingSaves(f"{SUMMARY_FILE} to {self.uri}")
@@ -144,7 +145,7 @@ class RemoteExperiment:
         except FileNotFoundError:
             raise TuneServiceError(f"resume: nothing at {self.uri!r}") from None
         except OSError as error:
-            raise TuneServiceError(f"storage: cannot read {self.uri!r}: {_first_line(error)}") from None
+            raise TuneServiceError(f"storage: cannot read {self.uri!r}: {first_line(error)}") from None
 
 
 def read_remote_text(uri: str) -> str:
@@ -163,8 +164,3 @@ def _in_checkpoint(relative: str) -> bool:
     """Whether a path inside the experiment is inside a trial's checkpoint directory."""
     parts = relative.split("/")
     return any(part.startswith(_CHECKPOINT_DIRS) for part in parts[1:-1])
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

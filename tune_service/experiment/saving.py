@@ -61,9 +61,9 @@ def save_at_the_end(what: str, save: Callable[[], object], patience_s: float | N
     deadline = time.monotonic() + (FINAL_SAVE_PATIENCE_S if patience_s is None else patience_s)
     while not saves.attempt(save):
         if time.monotonic() >= deadline:
-            raise StorageFull(f"{what}: could not be saved ({saves.last_error}) after "
-                                   f"{saves.failures} attempts; the trials' results are kept in their "
-                                   f"directories: free space, then `tune-run --resume` writes it")
+            raise StorageFull(f"{what}: could not be saved ({saves.last_error}) after {saves.failures} attempts; "
+                              f"the trials' results are kept in their directories: free space, then "
+                              f"`tune-run --resume` writes it")
         time.sleep(_FINAL_SAVE_RETRY_S)
 
 

@@ -21,7 +21,8 @@ def full_disk(tmp_path):
     """A 1 MiB tmpfs holding ``summary.json`` (its last good copy) and a ballast file that fills the rest."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
     try:
@@ -40,7 +41,10 @@ def full_disk(tmp_path):
 
 def test_failed_saves_are_said_once_and_their_recovery_once(full_disk, caplog):
     saves = saving.FailingSaves("summary.json")
-    write = lambda: atomic_write(full_disk / "summary.json", '{"good": "newer"}' * 1000)  # noqa: E731
+
+    def write():
+        atomic_write(full_disk / "summary.json", '{"good": "newer"}' * 1000)
+
     with caplog.at_level(logging.WARNING, logger=saving.__name__):
         assert [saves.attempt(write) for _ in range(3)] == [False, False, False]
         assert (full_disk / "summary.json").read_text() == '{"good": true}'  # the last good copy
@@ -84,7 +88,8 @@ def test_tunes_failed_state_saves_are_one_warning_and_other_records_pass(caplog)
                 try:
                     raise OSError(28, "No space left on device")
                 except OSError:
-                    tune_logger.error("Saving experiment state to storage at '/x' failed with exception: ", exc_info=True)
+                    tune_logger.error("Saving experiment state to storage at '/x' failed with exception: ",
+                                      exc_info=True)
             tune_logger.error("something else")
     finally:
         tune_logger.removeFilter(errors)
