@@ -61,10 +61,15 @@ def _trial_figures(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _train_figures(data: dict[str, Any]) -> list[dict[str, Any]]:
-    low, _, high = data["paired_ratio_quartiles"]
+    ratios = []
+    for label, compared in (("", data), (", cosine schedule + clipping", data.get("schedule_clip"))):
+        if compared is None:
+            continue
+        low, _, high = compared["paired_ratio_quartiles"]
+        ratios.append(figure(f"training throughput of the shared loop{label}", "bare hand-written DDP loop", 1.0,
+                             compared["ratio"], f">= {compared['target_ratio']:g}", "x",
+                             note=f"median of {data['epochs_timed']} paired epochs, quartiles {low:.3f}-{high:.3f}"))
     return [
-        figure("training throughput of the shared loop", "bare hand-written DDP loop", 1.0, data["ratio"],
-               f">= {data['target_ratio']:g}", "x",
-               note=f"median of {data['epochs_timed']} paired epochs, quartiles {low:.3f}-{high:.3f}"),
+        *ratios,
         figure("CPU step time, bf16 autocast / fp32", "fp32", 1.0, data["cpu"]["bf16_vs_fp32_step_time"], None, "x"),
     ]

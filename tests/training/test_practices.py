@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
 from ddp_harness import run_ranks
@@ -25,7 +25,8 @@ from tune_service.training.data import (
 )
 from tune_service.training.distributed import RankInfo, seed_everything
 from tune_service.training.loop import TrialConfig, setup_run, train_one_epoch
-from tune_service.training.optim import LearningRate
+from tune_service.spec.training import ScheduleSettings
+from tune_service.training.optim import LearningRateSchedule
 from tune_service.training.precision import Precision
 from tune_service.training.profiling import TRACE_FILE
 from tune_service.training.wrapping import convert_batchnorm, prepare_model
@@ -310,8 +311,10 @@ def test_17_linear_scaling_doubles_lr_when_the_world_doubles(world_two):
     world_one = context.reports[0]["lr"]
     world_two_lr = world_two["ranks"][0]["reports"][0]["lr"]
     assert world_one == Digits.defaults["lr"] and world_two_lr == 2 * world_one
-    warm = LearningRate(base=0.1, factor=2.0, warmup_steps=10)
-    assert [warm.at(s) for s in (0, 5, 10, 50)] == pytest.approx([0.1, 0.15, 0.2, 0.2])
+    # the warm-up climbs from the sampled lr to the scaled one (Goyal et al.)
+    warm = LearningRateSchedule.for_trial(ScheduleSettings(), steps_per_epoch=10, epochs=5, warmup_steps=10,
+                                          lr_scale=2.0)
+    assert [0.2 * warm.factor(s) for s in (0, 5, 10, 50)] == pytest.approx([0.1, 0.15, 0.2, 0.2])
 
 
 # 18 -----------------------------------------------------------------------------------------------
@@ -353,3 +356,26 @@ def test_deterministic_mode_is_on_inside_the_trial():
 def test_compile_wraps_the_model_and_checkpoints_stay_plain():
     prepared = prepare_model(Digits().model(Digits.defaults), CPU, 1, TrainingSettings(compile=True))
     assert type(prepared.module).__name__ == "OptimizedModule" and prepared.plain is prepared.module._orig_mod
+
+
+# 21 -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("precision, accumulation", [("fp32", 1), ("fp16", 2)])
+def test_21_clipping_bounds_the_true_gradient_norm_of_every_step(precision, accumulation):
+    norms = []
+
+    def record(optimizer, *args):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))))
+
+    hook = register_optimizer_step_pre_hook(record)
+    settings = TrainingSettings(checkpoint_every=0, clip_grad_norm=0.05, precision=precision,
+                                grad_accum_steps=accumulation)
+    try:
+        fit(digits_config(settings=settings, lr=0.01, batch_size=128), LocalContext())
+    finally:
+        hook.remove()
+    # The unclipped norm of these gradients is above 0.05 at every step: clipped, it is 0.05 exactly (not
+    # 0.05 / the fp16 scale, as clipping the scaled gradients would leave it).
+    steps = math.ceil(1437 / 128)  # the fp16 scaler skips the steps whose gradients overflowed
+    assert (len(norms) == steps if precision == "fp32" else 0 < len(norms) <= steps)
+    assert norms == pytest.approx([0.05] * len(norms), rel=1e-3)

@@ -28,7 +28,9 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, SweepSpec
-from tune_service.spec.training import AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS
+from tune_service.spec.training import (
+    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES,
+)
 from tune_service.spec.validation import SECTION_KEYS, validate
 from tune_service.spec.wandb import MODES as WANDB_MODES
 
@@ -101,6 +103,13 @@ TYPES: dict[str, dict] = {
     "training.grad_accum_steps": _integer(1),
     "training.lr_scaling": _choice(LR_SCALINGS),
     "training.warmup_epochs": _number(minimum=0),
+    "training.warmup_steps": _integer(0),
+    "training.clip_grad_norm": _number(minimum=0),
+    "training.schedule.name": _choice(SCHEDULES),
+    "training.schedule.interval": _choice(SCHEDULE_INTERVALS),
+    "training.schedule.min_lr_ratio": _number(minimum=0, maximum=1),
+    "training.schedule.every_epochs": _integer(1),
+    "training.schedule.gamma": _number(exclusiveMinimum=0),
     "training.sync_batchnorm": _boolean(auto=True),
     "training.num_workers": {"anyOf": [_integer(0), {"const": AUTO}]},
     "training.pin_memory": _boolean(auto=True),
@@ -189,10 +198,23 @@ DESCRIPTIONS: dict[str, str] = {
                                  "over all ranks) or per_rank (each rank's batch per optimizer step).",
     "training.grad_accum_steps": "Micro-batches per optimizer step (the effective batch unchanged, gradients "
                                  "all-reduced once per step).",
-    "training.lr_scaling": "linear multiplies lr by global batch / batch_size, reached by a linear warm-up "
-                           "over warmup_epochs; none leaves lr as sampled.",
-    "training.warmup_epochs": "Epochs of the linear warm-up from the sampled lr to the scaled one "
-                              "(with lr_scaling linear).",
+    "training.lr_scaling": "linear multiplies lr by global batch / batch_size (the warm-up then starts from "
+                           "the sampled lr); none leaves lr as sampled.",
+    "training.warmup_epochs": "Epochs of a linear warm-up to the peak lr, from the sampled lr with lr_scaling "
+                              "linear, from 0 otherwise.",
+    "training.warmup_steps": "Optimizer steps of the linear warm-up, in place of warmup_epochs.",
+    "training.clip_grad_norm": "Clip the gradients' total norm to this before each optimizer step (after "
+                               "accumulation, and after the fp16 scaler unscaled them); 0: off.",
+    "training.schedule": "The lr schedule after the warm-up: a name (cosine) or a mapping of these keys.",
+    "training.schedule.name": "constant; cosine and linear decay to min_lr_ratio x lr at the trial's last "
+                              "step (max_t epochs); step multiplies by gamma every every_epochs epochs; "
+                              "one_cycle warms up from lr/25 (over 30% of the trial unless a warm-up is "
+                              "given) and anneals by a cosine to lr/2.5e5.",
+    "training.schedule.interval": "step moves the decay every optimizer step, epoch once per epoch (the "
+                                  "warm-up is per step); a task's own scheduler is stepped at it.",
+    "training.schedule.min_lr_ratio": "Where cosine and linear end, as a fraction of the peak lr.",
+    "training.schedule.every_epochs": "Epochs between the step schedule's decays.",
+    "training.schedule.gamma": "The step schedule's factor at each decay.",
     "training.sync_batchnorm": "Convert BatchNorm to SyncBatchNorm; auto does when a trial has more than one "
                                "rank and its ranks are on GPUs (true needs GPU ranks).",
     "training.num_workers": "DataLoader worker processes per rank; auto: 4 per GPU rank within its CPUs, "
@@ -362,7 +384,10 @@ def _section(path: str, defaults: SweepSpec) -> dict:
 
 def _property(dotted: str, defaults: SweepSpec) -> dict:
     """The schema of the key at ``dotted``: its description, type, bounds and default."""
-    if dotted in SECTION_KEYS:
+    if dotted == "training.schedule":  # a schedule's name is short for {name: NAME}
+        schema = {"description": _described(dotted),
+                  "anyOf": [_choice(SCHEDULES), _section(dotted, defaults)]}
+    elif dotted in SECTION_KEYS:
         schema = {"description": _described(dotted), **_section(dotted, defaults)}
         if dotted == "early_terminate":
             schema["required"] = ["type"]

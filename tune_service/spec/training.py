@@ -13,6 +13,8 @@ from typing import Union
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 BATCH_SIZE_SCOPES = ("global", "per_rank")
 LR_SCALINGS = ("none", "linear")
+SCHEDULES = ("constant", "cosine", "linear", "step", "one_cycle")
+SCHEDULE_INTERVALS = ("step", "epoch")
 AUTO = "auto"
 #: Steps recorded by ``profile: true`` (after one warm-up step).
 DEFAULT_PROFILE_STEPS = 5
@@ -30,6 +32,25 @@ class DDPSettings:
 
 
 @dataclass(frozen=True)
+class ScheduleSettings:
+    """The learning-rate schedule after the warm-up, as a factor of the peak lr (``training.schedule``).
+
+    - ``name``: ``constant``; ``cosine`` and ``linear`` decay to ``min_lr_ratio`` x peak at the trial's
+      last step (its ``max_t`` epochs); ``step`` multiplies by ``gamma`` every ``every_epochs`` epochs;
+      ``one_cycle`` warms up from peak / 25 (over 30 % of the trial unless a warm-up is given), then
+      anneals by a cosine to peak / 2.5e5 (torch's ``OneCycleLR`` without momentum cycling).
+    - ``interval``: ``step`` moves the decay every optimizer step; ``epoch`` holds it for each epoch (the
+      warm-up is always per step). A task's own scheduler (``configure_optimizers``) is stepped at it.
+    """
+
+    name: str = "constant"
+    interval: str = "step"
+    min_lr_ratio: float = 0.0
+    every_epochs: int = 1
+    gamma: float = 0.1
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
     """How the shared loop trains. Every field is a spec key under ``training:``.
 
@@ -41,8 +62,13 @@ class TrainingSettings:
     - ``grad_accum_steps``: micro-batches per optimizer step; the effective batch is unchanged, each
       micro-batch is smaller, and gradients are all-reduced once per optimizer step.
     - ``lr_scaling``: ``linear`` multiplies ``lr`` by global batch / ``batch_size`` (the linear scaling
-      rule: a no-op for a global batch, ``x world`` for a per-rank one), reached by a linear warm-up over
-      ``warmup_epochs`` from the unscaled ``lr``.
+      rule: a no-op for a global batch, ``x world`` for a per-rank one).
+    - ``warmup_epochs`` / ``warmup_steps`` (one or the other): a linear warm-up to the peak lr over that
+      many epochs or optimizer steps, from the unscaled ``lr`` with ``lr_scaling: linear`` (Goyal et al.),
+      from 0 otherwise.
+    - ``schedule``: the decay after the warm-up (:class:`ScheduleSettings`).
+    - ``clip_grad_norm``: clip the gradients' total norm to this (0: off) before every optimizer step,
+      after the fp16 scaler has unscaled them and after accumulation.
     - ``sync_batchnorm``: ``auto`` converts BatchNorm to SyncBatchNorm when the world is > 1 and the
       ranks are on GPUs (PyTorch's SyncBatchNorm runs only there).
     - ``num_workers`` / ``pin_memory``: DataLoader settings; ``auto`` sizes them from the rank's device
@@ -60,6 +86,9 @@ class TrainingSettings:
     grad_accum_steps: int = 1
     lr_scaling: str = "none"
     warmup_epochs: float = 0
+    warmup_steps: int = 0
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    clip_grad_norm: float = 0
     sync_batchnorm: Union[bool, str] = AUTO
     num_workers: Union[int, str] = AUTO
     pin_memory: Union[bool, str] = AUTO

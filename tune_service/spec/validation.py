@@ -21,7 +21,8 @@ from tune_service.spec.sweep import (
     MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
 )
 from tune_service.spec.training import (
-    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, DDPSettings, TrainingSettings,
+    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES, DDPSettings,
+    ScheduleSettings, TrainingSettings,
 )
 from tune_service.spec.wandb import MODES as WANDB_MODES
 from tune_service.spec.wandb import WandbSettings
@@ -38,9 +39,11 @@ EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 SCHEDULER_KEYS = tuple(f.name for f in fields(SchedulerSpec))
 RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec))
 TRAINING_KEYS = (
-    "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "sync_batchnorm",
-    "num_workers", "pin_memory", "compile", "deterministic", "profile", "oom_retry", "checkpoint_every", "ddp",
+    "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "warmup_steps", "schedule",
+    "clip_grad_norm", "sync_batchnorm", "num_workers", "pin_memory", "compile", "deterministic", "profile",
+    "oom_retry", "checkpoint_every", "ddp",
 )
+SCHEDULE_KEYS = tuple(f.name for f in fields(ScheduleSettings))
 DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
 WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
 FAILURE_KEYS = ("max_failures", "max_failed_trials")
@@ -49,6 +52,7 @@ EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS, "metric": METRIC_KEYS, "early_terminate": EARLY_TERMINATE_KEYS,
     "scheduler": SCHEDULER_KEYS, "resources": RESOURCE_KEYS, "training": TRAINING_KEYS, "training.ddp": DDP_KEYS,
+    "training.schedule": SCHEDULE_KEYS,
     "wandb": WANDB_KEYS, "failure": FAILURE_KEYS, "execution": EXECUTION_KEYS, "limits": LIMITS_KEYS,
 }
 
@@ -263,6 +267,12 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
     warmup = check.number("training.warmup_epochs", get("warmup_epochs", d.warmup_epochs))
     if warmup is not None and warmup < 0:
         check.fail("training.warmup_epochs", f"must be >= 0, got {warmup}")
+    warmup_steps = check.integer("training.warmup_steps", get("warmup_steps", d.warmup_steps), minimum=0)
+    if warmup and warmup_steps:
+        check.fail("training.warmup_steps", f"give warmup_epochs or warmup_steps, not both, got {warmup_steps} "
+                                            f"and warmup_epochs {warmup}")
+    clip = check.at_least("training.clip_grad_norm",
+                          check.number("training.clip_grad_norm", get("clip_grad_norm", d.clip_grad_norm)), 0)
     sync_bn = check.boolean("training.sync_batchnorm", get("sync_batchnorm", d.sync_batchnorm), allow_auto=True)
     if sync_bn is True and resources.gpus_per_worker == 0:
         check.fail("training.sync_batchnorm", "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
@@ -279,7 +289,8 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
         profile_steps = check.integer("training.profile", profile, minimum=0)
     return TrainingSettings(
         precision=precision, batch_size_scope=scope, grad_accum_steps=accum, lr_scaling=lr_scaling,
-        warmup_epochs=warmup or 0, sync_batchnorm=sync_bn, num_workers=workers, pin_memory=pin,
+        warmup_epochs=warmup or 0, warmup_steps=warmup_steps, schedule=_schedule(check, get("schedule", d.schedule)),
+        clip_grad_norm=clip or 0, sync_batchnorm=sync_bn, num_workers=workers, pin_memory=pin,
         compile=check.boolean("training.compile", get("compile", d.compile)),
         deterministic=check.boolean("training.deterministic", get("deterministic", d.deterministic)),
         profile_steps=profile_steps,
@@ -315,6 +326,32 @@ def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
         **names, tags=tuple(tags), mode=check.choice("wandb.mode", raw.get("mode", d.mode), WANDB_MODES),
         log_checkpoints=check.boolean("wandb.log_checkpoints", raw.get("log_checkpoints", d.log_checkpoints)),
         init_timeout=float(timeout or d.init_timeout),
+    )
+
+
+def _schedule(check: Checker, raw: Any) -> ScheduleSettings:
+    """``training.schedule``: a name (``cosine``) or a mapping of :class:`ScheduleSettings`' keys."""
+    d = ScheduleSettings()
+    if isinstance(raw, ScheduleSettings):  # absent: the default
+        return raw
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict):
+        check.fail("training.schedule", f"must be a schedule's name ({', '.join(SCHEDULES)}) or a mapping, got {raw!r}")
+        return d
+    check.unknown_keys("training.schedule", raw, SCHEDULE_KEYS)
+    ratio = check.number("training.schedule.min_lr_ratio", raw.get("min_lr_ratio", d.min_lr_ratio))
+    if ratio is not None and not 0 <= ratio <= 1:
+        check.fail("training.schedule.min_lr_ratio", f"must be in [0, 1], got {ratio}")
+    gamma = check.number("training.schedule.gamma", raw.get("gamma", d.gamma))
+    gamma = check.at_least("training.schedule.gamma", gamma, 0, strictly=True)
+    return ScheduleSettings(
+        name=check.choice("training.schedule.name", raw.get("name", d.name), SCHEDULES),
+        interval=check.choice("training.schedule.interval", raw.get("interval", d.interval), SCHEDULE_INTERVALS),
+        min_lr_ratio=ratio if ratio is not None and 0 <= ratio <= 1 else d.min_lr_ratio,
+        every_epochs=check.integer("training.schedule.every_epochs", raw.get("every_epochs", d.every_epochs),
+                                   minimum=1),
+        gamma=gamma if gamma is not None else d.gamma,
     )
 
 

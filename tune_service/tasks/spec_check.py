@@ -11,6 +11,7 @@ from __future__ import annotations
 from tune_service.errors import Problem, SpecError, nearest
 from tune_service.spec import SweepSpec
 from tune_service.tasks.base import Task
+from tune_service.tasks.optimizers import all_optimizer_arguments, optimizer_class
 
 
 def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list[str]:
@@ -32,12 +33,34 @@ def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list
     taken = task.taken_hyperparameters()
     for parameter in [p.name for p in spec.parameters if p.is_searched] if taken is not None else ():
         top = parameter.split(".")[0]
-        if top not in taken:
+        if top not in taken and not (_loop_builds_optimizer(task) and top in all_optimizer_arguments()):
             problems.append(Problem(f"parameters.{parameter}", f"the task {reference} does not take {top!r}"
                                     f"{nearest(top, taken)}; it takes: {', '.join(taken)}"))
+    problems += _unknown_optimizers(spec, task)
     if problems and "task" not in spec.source:  # a W&B file: the built-in task stands in for its program
         return [f"{p.path}: {p.message} (the built-in task trains in place of your program: name your model "
                 f"with `task:`)" for p in problems]
     if problems:
         raise SpecError(problems)
     return []
+
+
+def _unknown_optimizers(spec: SweepSpec, task: Task) -> list[Problem]:
+    """A value of the ``optimizer`` parameter that names no optimizer the loop can step, for a task that
+    leaves building the optimizer to the loop."""
+    if not _loop_builds_optimizer(task):
+        return []
+    problems = []
+    for parameter in spec.parameters:
+        if parameter.name != "optimizer" or parameter.distribution not in ("constant", "categorical"):
+            continue
+        for value in (parameter.value,) if parameter.distribution == "constant" else parameter.values:
+            try:
+                optimizer_class(str(value))
+            except ValueError as error:
+                problems.append(Problem("parameters.optimizer", str(error)))
+    return problems
+
+
+def _loop_builds_optimizer(task: Task) -> bool:
+    return type(task).configure_optimizers is Task.configure_optimizers

@@ -23,10 +23,13 @@ STATE_FILE = "state.pt"
 
 
 def save_checkpoint(directory: str | os.PathLike, *, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    scaler: torch.amp.GradScaler, epoch: int, meta: Mapping[str, Any]) -> Path:
+                    scaler: torch.amp.GradScaler, epoch: int, meta: Mapping[str, Any], step: int | None = None,
+                    scheduler: Mapping[str, Any] | None = None) -> Path:
     """Write the checkpoint of the finished ``epoch`` into ``directory`` (call on rank 0 only).
 
-    ``model`` must be the plain module (see :func:`tune_service.training.wrapping.unwrap`).
+    ``model`` must be the plain module (see :func:`tune_service.training.wrapping.unwrap`); ``step`` is
+    the optimizer steps taken so far (where the lr schedule resumes), ``scheduler`` the state of a task's
+    own lr scheduler.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -35,6 +38,8 @@ def save_checkpoint(directory: str | os.PathLike, *, model: nn.Module, optimizer
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict(),
         "epoch": int(epoch),
+        "step": step,
+        "scheduler": dict(scheduler) if scheduler is not None else None,
         "meta": dict(meta),
     }
     tmp = directory / f".{STATE_FILE}.tmp"

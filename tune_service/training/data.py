@@ -1,15 +1,20 @@
 """DataLoaders for one rank: the training set sharded by a DistributedSampler (reshuffled every epoch
 with ``set_epoch``), the validation set split into disjoint shards without padding (so the all-reduced
 metrics equal a single-process evaluation), and the batch sizes derived from the sweep's ``batch_size``.
+
+An iterable data set is sharded by :class:`RankShard`: each rank, and each DataLoader worker of it, takes
+every n-th sample of the stream, so no sample is seen twice in an epoch.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Subset, get_worker_info
 
 from tune_service.spec.training import AUTO, TrainingSettings
 from tune_service.training.distributed import RankInfo
@@ -46,6 +51,50 @@ def steps_per_epoch(dataset_size: int, plan: BatchPlan, world_size: int) -> int:
     return math.ceil(micro_batches / plan.grad_accum_steps)
 
 
+def steps_per_epoch_of(train_set: Dataset, plan: BatchPlan, world_size: int, workers: int) -> int | None:
+    """:func:`steps_per_epoch` of ``train_set`` as this module's loaders shard it; None for an iterable
+    data set without a length."""
+    if not isinstance(train_set, IterableDataset):
+        return steps_per_epoch(len(train_set), plan, world_size)
+    try:
+        size = len(train_set)
+    except TypeError:
+        return None
+    shards = world_size * max(1, workers)
+    per_worker = size // shards  # RankShard drops the incomplete last round
+    micro_batches = max(1, workers) * math.ceil(per_worker / plan.micro)
+    return math.ceil(micro_batches / plan.grad_accum_steps)
+
+
+class RankShard(IterableDataset):
+    """One rank's share of an iterable data set, split again over its DataLoader workers.
+
+    Of each round of ``world_size x workers`` consecutive samples, this rank's worker ``w`` takes the one
+    at ``rank x workers + w``. ``equal`` (for training) drops an incomplete last round, so that every rank
+    makes the same number of steps (a rank with a batch more would wait for its peers in DDP's all-reduce
+    forever); without it (validation) every sample counts once.
+    """
+
+    def __init__(self, source: IterableDataset, rank: int, world_size: int, equal: bool):
+        self.source, self.rank, self.world_size, self.equal = source, rank, world_size, equal
+
+    def set_epoch(self, epoch: int) -> None:
+        """Passed on to the source, for a data set that reshuffles its stream per epoch."""
+        if hasattr(self.source, "set_epoch"):
+            self.source.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        info = get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        shards, index = self.world_size * workers, self.rank * workers + worker
+        stream = iter(self.source)
+        if not self.equal:
+            yield from itertools.islice(stream, index, None, shards)
+            return
+        while len(round_ := list(itertools.islice(stream, shards))) == shards:
+            yield round_[index]
+
+
 @dataclass(frozen=True)
 class LoaderSettings:
     num_workers: int
@@ -77,17 +126,31 @@ def loader_settings(settings: TrainingSettings, device: torch.device, cpus_per_r
 class RankLoaders:
     train: DataLoader
     validation: DataLoader
-    sampler: DistributedSampler
+    #: What reshuffles the training data each epoch: the DistributedSampler, or an iterable's RankShard.
+    shuffler: DistributedSampler | RankShard
     batch: BatchPlan
+
+    def set_epoch(self, epoch: int) -> None:
+        self.shuffler.set_epoch(epoch)  # a different shuffle every epoch, the same on every rank
 
 
 def build_loaders(train_set: Dataset, val_set: Dataset, batch: BatchPlan, ranks: RankInfo, seed: int,
-                  settings: LoaderSettings = LoaderSettings(0, False)) -> RankLoaders:
-    """Loaders for this rank. ``seed`` must be the same on every rank (the sampler's shuffle is shared)."""
-    sampler = DistributedSampler(train_set, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True, seed=seed)
+                  settings: LoaderSettings = LoaderSettings(0, False),
+                  collate: Callable[[list], Any] | None = None) -> RankLoaders:
+    """Loaders for this rank. ``seed`` must be the same on every rank (the sampler's shuffle is shared);
+    ``collate`` is the task's ``collate_fn`` (torch's default when None)."""
     common = dict(num_workers=settings.num_workers, pin_memory=settings.pin_memory,
-                  persistent_workers=settings.persistent_workers)
-    train = DataLoader(train_set, batch_size=batch.micro, sampler=sampler, **common)
-    val_shard = Subset(val_set, range(ranks.rank, len(val_set), ranks.world_size))
+                  persistent_workers=settings.persistent_workers, collate_fn=collate)
+    if isinstance(train_set, IterableDataset):
+        shuffler = RankShard(train_set, ranks.rank, ranks.world_size, equal=True)
+        train = DataLoader(shuffler, batch_size=batch.micro, **common)
+    else:
+        shuffler = DistributedSampler(train_set, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True,
+                                      seed=seed)
+        train = DataLoader(train_set, batch_size=batch.micro, sampler=shuffler, **common)
+    if isinstance(val_set, IterableDataset):
+        val_shard = RankShard(val_set, ranks.rank, ranks.world_size, equal=False)
+    else:
+        val_shard = Subset(val_set, range(ranks.rank, len(val_set), ranks.world_size))
     validation = DataLoader(val_shard, batch_size=batch.micro, shuffle=False, **common)
-    return RankLoaders(train, validation, sampler, batch)
+    return RankLoaders(train, validation, shuffler, batch)

@@ -27,14 +27,15 @@ from torch.utils.data import DataLoader
 from tune_service.tasks import ResolvedTask, Task
 from tune_service.training.checkpoint import save_checkpoint
 from tune_service.training.context import RayTrainContext, TrainContext
-from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch
+from tune_service.training.batches import count_samples, move_to_device
+from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import (
     RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, seed_everything,
 )
 from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_finite_losses
 from tune_service.training.oom import is_out_of_memory, out_of_memory_error, release_memory
-from tune_service.training.optim import LearningRate, make_optimizer
+from tune_service.training.optim import LearningRateSchedule, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.profiling import StepProfiler
 from tune_service.training.wrapping import PreparedModel, prepare_model
@@ -71,11 +72,16 @@ class TrainingRun:
     precision: Precision
     device: torch.device
     loaders: RankLoaders
-    learning_rate: LearningRate
-    steps_per_epoch: int
+    #: The spec's warm-up and schedule; None when the task's configure_optimizers gave its own scheduler.
+    schedule: LearningRateSchedule | None
+    #: The task's own scheduler, stepped every optimizer step or epoch (``schedule_interval``).
+    task_scheduler: Any
+    schedule_interval: str
+    clip_grad_norm: float
     seed: int
     epochs_done: int = 0  # epochs finished before this run started (restored from a checkpoint)
-    steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the warm-up)
+    steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the schedule)
+    lr: float = 0.0  # the lr of the latest optimizer step (the first group's)
 
 
 def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
@@ -91,26 +97,54 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     cache = getattr(context, "data_cache", None)  # a warm rank's; other contexts build the data every time
     train_set, val_set = (cache.datasets(task, config.task.reference, hparams) if cache is not None
                           else task.datasets(hparams))
-    loaders = build_loaders(train_set, val_set, batch, ranks, config.seed,
-                            loader_settings(settings, device, config.cpus_per_rank))
-    steps = steps_per_epoch(len(train_set), batch, ranks.world_size)
+    loading = loader_settings(settings, device, config.cpus_per_rank)
+    loaders = build_loaders(train_set, val_set, batch, ranks, config.seed, loading, task.collate)
+    steps = steps_per_epoch_of(train_set, batch, ranks.world_size, loading.num_workers)
 
     seed_everything(config.seed)  # identical initial weights on every rank
     model = prepare_model(task.model(hparams), device, ranks.world_size, settings, task.ddp_comm_hook())
     scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
-    learning_rate = LearningRate(float(hparams["lr"]), scale, round(settings.warmup_epochs * steps))
-    optimizer = make_optimizer(model.plain, hparams, learning_rate.at(0))
+    optimizer, task_scheduler = _optimizer_of(task, model.plain, hparams, float(hparams["lr"]) * scale)
+    schedule = None if task_scheduler is not None else _schedule(settings, steps, config.epochs, scale)
     run = TrainingRun(task, hparams, ranks, model, optimizer, precision.scaler(), precision, device, loaders,
-                      learning_rate, steps, config.seed)
+                      schedule, task_scheduler, settings.schedule.interval, settings.clip_grad_norm, config.seed,
+                      lr=optimizer.param_groups[0]["lr"])
     state = context.restored_state()
     if state is not None:
         model.plain.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if state["scaler"]:  # empty when the scaler is disabled (fp32, bf16)
             run.scaler.load_state_dict(state["scaler"])
+        if task_scheduler is not None and state.get("scheduler"):
+            task_scheduler.load_state_dict(state["scheduler"])
         run.epochs_done = int(state["epoch"])
-        run.steps_done = run.epochs_done * steps
+        step = state.get("step")  # absent from the checkpoints of earlier versions
+        run.steps_done = int(step) if step is not None else run.epochs_done * (steps or 0)
+        run.lr = optimizer.param_groups[0]["lr"]
     return run
+
+
+def _optimizer_of(task: Task, model: nn.Module, hparams: Mapping[str, Any], lr: float) -> tuple[Any, Any]:
+    """The task's own optimizer (and scheduler) from ``configure_optimizers``, or the one the config names."""
+    built = task.configure_optimizers(model, hparams)
+    if built is None:
+        return make_optimizer(model.parameters(), hparams, lr), None
+    optimizer, scheduler = built if isinstance(built, (tuple, list)) else (built, None)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"configure_optimizers must return an optimizer or (optimizer, lr_scheduler), "
+                        f"got {type(built).__name__}")
+    return optimizer, scheduler
+
+
+def _schedule(settings: TrainingSettings, steps: int | None, epochs: int, scale: float) -> LearningRateSchedule:
+    """The spec's warm-up and schedule over the trial's ``epochs`` of ``steps`` optimizer steps each."""
+    plain = settings.schedule.name == "constant" and not settings.warmup_epochs
+    if steps is None and not plain:
+        raise ValueError(f"training.schedule {settings.schedule.name!r} and warmup_epochs need the length of an "
+                         f"epoch: give the iterable training set a __len__")
+    steps = steps or 1
+    warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
+    return LearningRateSchedule.for_trial(settings.schedule, steps, epochs, warmup, scale)
 
 
 def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> torch.Tensor:
@@ -120,58 +154,92 @@ def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None 
     """
     model, ddp, loaders = run.model.module, run.model.ddp, run.loaders
     model.train()
-    loaders.sampler.set_epoch(epoch)  # a different shuffle every epoch, the same on every rank
+    loaders.set_epoch(epoch)
     accum = loaders.batch.grad_accum_steps
-    batches = len(loaders.train)
+    batches = _length(loaders.train)
     totals = torch.zeros(2, device=run.device, dtype=torch.float64)
-    for index, (inputs, targets) in enumerate(loaders.train):
-        inputs = inputs.to(run.device, non_blocking=True)
-        targets = targets.to(run.device, non_blocking=True)
-        inputs, targets = run.task.augment(inputs, targets, run.hparams)
+    index = -1
+    for index, batch in enumerate(loaders.train):
+        batch = move_to_device(batch, run.device)
         group_start = index - index % accum
-        group_size = min(accum, batches - group_start)  # the last group of an epoch may be shorter
+        # The last group of an epoch may be shorter (its length is unknown for an iterable without one).
+        group_size = min(accum, batches - group_start) if batches is not None else accum
         steps_now = index + 1 == group_start + group_size
         # Between optimizer steps gradients accumulate locally: one all-reduce per optimizer step.
         sync = ddp.no_sync() if ddp is not None and not steps_now else contextlib.nullcontext()
         with sync:
             with run.precision.autocast():
-                outputs = model(inputs)
-            loss = run.task.loss(outputs.float(), targets)  # the loss in fp32 whatever the autocast dtype
+                loss, samples = _loss_and_samples(run.task.training_step(model, batch, run.hparams), batch)
             run.scaler.scale(loss / group_size).backward()
         if steps_now:
-            run.learning_rate.apply(run.optimizer, run.steps_done)
-            run.scaler.step(run.optimizer)  # skipped by the fp16 scaler when the gradients overflowed
-            run.scaler.update()
-            run.optimizer.zero_grad(set_to_none=True)
-            run.steps_done += 1
-        totals[0] += loss.detach() * targets.shape[0]
-        totals[1] += targets.shape[0]
+            _optimizer_step(run)
+        totals[0] += loss.detach() * samples
+        totals[1] += samples
         if profiler is not None:
             profiler.step()
+    if batches is None and (index + 1) % accum:
+        # A stream's short last group was never all-reduced: dropped (on every rank, whose counts are equal).
+        run.optimizer.zero_grad(set_to_none=True)
+    if run.task_scheduler is not None and run.schedule_interval == "epoch":
+        run.task_scheduler.step()
     return totals
+
+
+def _optimizer_step(run: TrainingRun) -> None:
+    """The schedule's lr, the fp16 scaler's unscale and the clipping, the step, the task's scheduler."""
+    if run.schedule is not None:
+        run.lr = run.schedule.apply(run.optimizer, run.steps_done)
+    else:
+        run.lr = run.optimizer.param_groups[0]["lr"]
+    if run.clip_grad_norm:
+        run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16 scaler's multiples of them
+        torch.nn.utils.clip_grad_norm_(run.model.plain.parameters(), run.clip_grad_norm)
+    run.scaler.step(run.optimizer)  # skipped by the fp16 scaler when the gradients overflowed
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.steps_done += 1
+    if run.task_scheduler is not None and run.schedule_interval == "step":
+        run.task_scheduler.step()
+
+
+def _loss_and_samples(result: Any, batch: Any) -> tuple[torch.Tensor, Any]:
+    """A training step's ``loss`` or ``(loss, samples)``; the samples counted from the batch if not given."""
+    if isinstance(result, (tuple, list)):
+        loss, samples = result
+        return loss, samples
+    return result, count_samples(batch)
+
+
+def _length(loader: DataLoader) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:  # an iterable data set without a length
+        return None
 
 
 @torch.no_grad()
 def validation_sums(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
-                    device: torch.device) -> tuple[list[str], torch.Tensor]:
+                    device: torch.device, hparams: Mapping[str, Any] | None = None) -> tuple[list[str], torch.Tensor]:
     """This rank's validation sums, on the device: the metric names and ``[loss_sum, samples, *metric
     sums]`` in their order. Summed over the ranks, they give :func:`validation_metrics`."""
     model.eval()
-    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
     sums: dict[str, torch.Tensor] = {}
-    samples = 0
-    for inputs, targets in validation:
-        inputs = inputs.to(device, non_blocking=True)
-        targets = targets.to(device, non_blocking=True)
+    samples: int | torch.Tensor = 0  # a Python int while the counts are (no kernel per batch for them)
+    for batch in validation:
+        batch = move_to_device(batch, device)
         with precision.autocast():
-            outputs = model(inputs)
-        outputs = outputs.float()
-        loss_sum += task.loss(outputs, targets).double() * targets.shape[0]
-        for name, value in task.metrics(outputs, targets).items():
-            sums[name] = sums[name] + value.double() if name in sums else value.double()
-        samples += targets.shape[0]
-    names = sorted(sums)
-    count = torch.tensor(float(samples), device=device, dtype=torch.float64)
+            step = dict(task.validation_step(model, batch, hparams if hparams is not None else task.defaults))
+        count = step.pop("samples", None)
+        samples = samples + (count if count is not None else count_samples(batch))
+        for name, value in step.items():
+            value = (value if isinstance(value, torch.Tensor) else torch.tensor(value, device=device)).double()
+            sums[name] = sums[name] + value if name in sums else value
+    if sums and "loss" not in sums:
+        raise ValueError(f"validation_step must return 'loss' (the sum of the batch's losses) beside its metrics, "
+                         f"got {', '.join(sorted(sums))}")
+    names = sorted(name for name in sums if name != "loss")
+    loss_sum = sums.get("loss", torch.zeros((), device=device, dtype=torch.float64))
+    count = torch.as_tensor(samples, dtype=torch.float64, device=device)
     return names, torch.stack([loss_sum, count, *(sums[n] for n in names)])
 
 
@@ -247,7 +315,8 @@ def _train_and_evaluate(run: TrainingRun, epoch: int, profile_steps: int, output
         train_totals = train_one_epoch(run, epoch, profiler)
     finally:
         profiler.stop()
-    names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device)
+    names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device,
+                                      run.hparams)
     # One collective and one host sync per epoch, for the training and the validation sums together.
     loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([train_totals, val_sums])).tolist()
     metrics = validation_metrics(names, val_totals)
@@ -255,7 +324,7 @@ def _train_and_evaluate(run: TrainingRun, epoch: int, profile_steps: int, output
     metrics.update(
         epoch=epoch, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
         batch_per_rank=batch.micro, grad_accum_steps=batch.grad_accum_steps, global_batch=batch.global_batch,
-        lr=run.learning_rate.peak, precision=run.precision.name, epoch_time_s=time.perf_counter() - started,
+        lr=run.lr, precision=run.precision.name, epoch_time_s=time.perf_counter() - started,
     )
     return metrics
 
@@ -272,7 +341,8 @@ def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], me
     if with_checkpoint and run.ranks.is_main:
         directory = context.checkpoint_dir(int(metrics["epoch"]))  # written in place: no copy on the way
         save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
-                        epoch=metrics["epoch"], meta=meta)
+                        epoch=metrics["epoch"], meta=meta, step=run.steps_done,
+                        scheduler=run.task_scheduler.state_dict() if run.task_scheduler is not None else None)
     if with_checkpoint:
         barrier()  # no rank runs ahead while rank 0 writes
     context.report(metrics, directory)

@@ -1,49 +1,98 @@
-"""The optimizer a trial's hyperparameters name, and its learning rate per optimizer step (the linear
-scaling rule with warm-up, computed from the step index so a resumed trial needs no scheduler state)."""
+"""A trial's optimizer and learning-rate schedule.
+
+The optimizer is any ``torch.optim`` optimizer the config names (``optimizer: adamw``), its arguments
+the config keys of the same names (``weight_decay``, ``betas``, ...); a task's ``configure_optimizers``
+may build both itself. The schedule is a factor of each parameter group's peak lr computed from the
+optimizer-step index alone: a resumed trial that knows its step continues the same curve exactly, with
+no scheduler state to restore.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
-from torch import nn
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
+from tune_service.spec.training import ScheduleSettings
+from tune_service.tasks.optimizers import optimizer_arguments, optimizer_class
+
+#: Arguments whose default here differs from torch's: SGD without momentum is rarely what a sweep means.
+DEFAULT_ARGUMENTS = {"sgd": {"momentum": 0.9}}
+#: torch's OneCycleLR defaults: the warm-up's share of the trial and the start and end divisors.
+ONE_CYCLE_WARMUP_SHARE, ONE_CYCLE_START_DIV, ONE_CYCLE_END_DIV = 0.3, 25.0, 1e4
 
 
-def make_optimizer(model: nn.Module, hparams: Mapping[str, Any], lr: float) -> torch.optim.Optimizer:
-    """``optimizer`` (adam | adamw | sgd), ``weight_decay`` and ``momentum`` (sgd) from the hparams."""
-    name = hparams.get("optimizer", "adam")
-    wd = float(hparams.get("weight_decay", 0.0))
-    if name == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
-    if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=wd, momentum=float(hparams.get("momentum", 0.9)))
-    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
+def make_optimizer(parameters: Iterable[torch.nn.Parameter], hparams: Mapping[str, Any],
+                   lr: float) -> torch.optim.Optimizer:
+    """The optimizer ``hparams["optimizer"]`` names (``adam`` when absent) at learning rate ``lr``, with
+    every one of its constructor's arguments that ``hparams`` holds (a list where torch wants a tuple,
+    such as ``betas``, is converted).
+
+    Raises:
+        ValueError: the name is no optimizer the loop can step.
+    """
+    name = str(hparams.get("optimizer", "adam"))
+    cls = optimizer_class(name)
+    arguments = dict(DEFAULT_ARGUMENTS.get(name.lower(), {}))
+    for key in optimizer_arguments(cls):
+        if key in hparams:
+            value = hparams[key]
+            arguments[key] = tuple(value) if isinstance(value, list) else value
+    return cls(parameters, lr=lr, **arguments)
 
 
 @dataclass(frozen=True)
-class LearningRate:
-    """``base`` (the ``lr`` hyperparameter) scaled by ``factor``, reached linearly over ``warmup_steps``."""
+class LearningRateSchedule:
+    """The factor of the peak lr at each optimizer step: a linear warm-up, then the schedule's decay.
 
-    base: float
-    factor: float = 1.0
+    ``start`` is the warm-up's first factor (1 / the lr scaling factor with ``lr_scaling: linear``, so it
+    starts from the unscaled lr; 0 otherwise). ``total_steps`` is the trial's horizon (its maximum epochs
+    x ``steps_per_epoch``), where cosine and linear reach ``min_lr_ratio``.
+    """
+
+    settings: ScheduleSettings
+    steps_per_epoch: int
+    total_steps: int
     warmup_steps: int = 0
+    start: float = 0.0
 
-    @property
-    def peak(self) -> float:
-        return self.base * self.factor
+    @classmethod
+    def for_trial(cls, settings: ScheduleSettings, steps_per_epoch: int, epochs: int, warmup_steps: int,
+                  lr_scale: float) -> "LearningRateSchedule":
+        start = 1.0 / lr_scale if lr_scale != 1.0 else 0.0
+        if settings.name == "one_cycle":
+            start = 1.0 / ONE_CYCLE_START_DIV
+            warmup_steps = warmup_steps or round(ONE_CYCLE_WARMUP_SHARE * steps_per_epoch * epochs)
+        return cls(settings, max(1, steps_per_epoch), max(1, steps_per_epoch * epochs), warmup_steps, start)
 
-    def at(self, step: int) -> float:
-        """The learning rate of optimizer step ``step`` (0-based, counted over the whole trial)."""
-        if self.warmup_steps <= 0 or step >= self.warmup_steps:
-            return self.peak
-        return self.base + (self.peak - self.base) * step / self.warmup_steps
+    def factor(self, step: int) -> float:
+        """The factor of the peak lr for optimizer step ``step`` (0-based, over the whole trial)."""
+        if step < self.warmup_steps:
+            return self.start + (1.0 - self.start) * step / self.warmup_steps
+        if self.settings.interval == "epoch":
+            step = max(self.warmup_steps, step - step % self.steps_per_epoch)  # held for the epoch
+        return self._decay(step)
 
-    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> None:
-        lr = self.at(step)
+    def _decay(self, step: int) -> float:
+        name, floor = self.settings.name, self.settings.min_lr_ratio
+        progress = min(1.0, max(0.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)))
+        if name == "cosine":
+            return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        if name == "linear":
+            return floor + (1.0 - floor) * (1.0 - progress)
+        if name == "step":
+            return self.settings.gamma ** (step // (self.settings.every_epochs * self.steps_per_epoch))
+        if name == "one_cycle":
+            end = 1.0 / (ONE_CYCLE_START_DIV * ONE_CYCLE_END_DIV)
+            return end + (1.0 - end) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set every parameter group's lr for ``step`` (its peak kept as ``initial_lr``, torch's own key,
+        which the optimizer's state dict saves); the first group's lr."""
+        factor = self.factor(step)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
+        return optimizer.param_groups[0]["lr"]

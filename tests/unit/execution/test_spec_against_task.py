@@ -64,3 +64,16 @@ class OwnMetrics(Task):
 ])
 def test_a_task_that_takes_any_or_does_not_say_is_not_refused(task, spec):
     plan_sweep(load_spec({"method": "grid", **spec}), task)
+
+
+def test_an_optimizer_torch_does_not_have_is_refused_and_its_arguments_are_taken(tmp_path, capsys, forbid_ray_start):
+    code, _, err = dry_run(tmp_path, capsys, {"task": "digits", "metric": {"name": "val_loss"},
+                                              "parameters": {"optimizer": {"values": ["adamw", "adamm"]},
+                                                             "eps": {"values": [1e-8, 1e-6]}}})
+    assert code == cli.EXIT_USAGE
+    assert err.startswith("error: parameters.optimizer: optimizer must be one of torch.optim's ")
+    assert err.endswith("got 'adamm'\n") and "adamw" in err and err.count("\n") == 1
+    code, _, _ = dry_run(tmp_path, capsys, {"task": "digits", "metric": {"name": "val_loss"},
+                                            "parameters": {"optimizer": {"values": ["adamw", "RMSprop"]},
+                                                           "eps": {"values": [1e-8, 1e-6]}}})
+    assert code == cli.EXIT_OK
