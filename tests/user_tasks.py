@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -58,3 +61,37 @@ def config_reporting_loop(config):
 def two_argument_loop(config, dataset):
     """Not a train loop: Ray Train would call it with the config alone (a spec naming it is refused)."""
     raise AssertionError("never called")
+
+
+def checkpointing_loop(config):
+    """A plain Ray Train loop that reports ``epoch`` with a checkpoint (rank 0's) every epoch and starts
+    after the epoch of ``ray.train.get_checkpoint()``. Rank 0 appends that epoch (0: none) to
+    ``record_dir/starts`` at every start; rank 1 dies once at epoch ``die_at``, before reporting it; each
+    epoch lasts ``epoch_s``."""
+    import json
+    import tempfile
+    import time
+
+    import ray.train
+    import torch.distributed as dist
+
+    record, rank = Path(config["record_dir"]), dist.get_rank()
+    start = 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            start = json.loads((Path(directory) / "epoch.json").read_text())["epoch"]
+    if rank == 0:
+        with open(record / "starts", "a") as starts:
+            starts.write(f"{start}\n")
+    for epoch in range(start + 1, int(config["epochs"]) + 1):
+        time.sleep(float(config.get("epoch_s", 0)))
+        if epoch == config.get("die_at") and rank == 1 and not (record / "died").exists():
+            (record / "died").touch()
+            os._exit(1)
+        with tempfile.TemporaryDirectory() as directory:
+            saved = None
+            if rank == 0:
+                (Path(directory) / "epoch.json").write_text(json.dumps({"epoch": epoch}))
+                saved = ray.train.Checkpoint.from_directory(directory)
+            ray.train.report({"epoch": epoch, "score": float(epoch)}, checkpoint=saved)

@@ -194,8 +194,14 @@ def _verbosity(args: argparse.Namespace) -> int:
 
 
 def _load_spec(args: argparse.Namespace):
+    """The spec file's spec; its directory goes first on ``sys.path``, so that a task module beside the
+    spec imports (``task: mypkg.task:MyTask`` for ``mypkg/`` next to the file), as ``python train.py``
+    finds the modules beside a script. The embedded Ray's ranks get the same path."""
     from tune_service.spec import load_spec, parse_override
 
+    spec_dir = str(Path(args.spec).resolve().parent)
+    if spec_dir not in sys.path:
+        sys.path.insert(0, spec_dir)
     return load_spec(args.spec, dict(parse_override(text) for text in args.overrides))
 
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tune_service.errors import TaskError
+from tune_service.errors import TaskError, first_line
 from tune_service.tasks.base import Task
 
 BUILTIN_TASKS = {"digits": "tune_service.tasks.digits:Digits"}
@@ -49,6 +49,11 @@ def resolve_task(reference: str | Task | Callable) -> ResolvedTask:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise TaskError(f"task: cannot import module {module_name!r} ({err}), got {reference!r}") from None
+    except Exception as err:  # the module itself is broken (a syntax error, an error while it runs)
+        what = (f"{err.msg} ({err.filename}, line {err.lineno})" if isinstance(err, SyntaxError)
+                else first_line(err))
+        raise TaskError(f"task: importing module {module_name!r} failed: {type(err).__name__}: {what}, "
+                        f"got {reference!r}") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

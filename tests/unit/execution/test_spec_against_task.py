@@ -77,3 +77,18 @@ def test_an_optimizer_torch_does_not_have_is_refused_and_its_arguments_are_taken
                                             "parameters": {"optimizer": {"values": ["adamw", "RMSprop"]},
                                                            "eps": {"values": [1e-8, 1e-6]}}})
     assert code == cli.EXIT_OK
+
+
+def test_a_task_package_beside_the_spec_imports_and_a_broken_one_is_one_line(tmp_path, capsys, forbid_ray_start):
+    package = tmp_path / "project" / "beside_the_spec"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text("from tune_service.tasks.digits import Digits\n\nclass Mine(Digits):\n    pass\n")
+    (package / "broken.py").write_text("def oops(:\n    pass\n")
+    spec = {"task": "beside_the_spec.task:Mine", "metric": {"name": "val_loss"}, "parameters": {"lr": {"value": 0.1}}}
+    code, out, _ = dry_run(tmp_path / "project", capsys, spec)
+    assert code == cli.EXIT_OK and "task         beside_the_spec.task:Mine" in out
+    code, _, err = dry_run(tmp_path / "project", capsys, {**spec, "task": "beside_the_spec.broken:Mine"})
+    assert code == cli.EXIT_USAGE
+    assert err == (f"error: task: importing module 'beside_the_spec.broken' failed: SyntaxError: invalid syntax "
+                   f"({package / 'broken.py'}, line 1), got 'beside_the_spec.broken:Mine'\n")

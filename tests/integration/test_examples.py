@@ -1,0 +1,54 @@
+"""Every project in examples/ run as its README says (``tune-run examples/NAME/sweep.yaml``), as a user
+would: the CLI's own process, started outside the example's directory, with its own embedded Ray."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tune_service import cli
+from tune_service.results import sweep_result
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+ROOT = Path(__file__).resolve().parents[2]
+TUNE_RUN = Path(sys.executable).with_name("tune-run")  # the console script pip installed
+
+
+def run_example(name: str, storage: Path):
+    """The example's README line, run from ``storage`` (not the example's directory); its results."""
+    readme = (ROOT / "examples" / name / "README.md").read_text()
+    assert f"tune-run examples/{name}/sweep.yaml" in readme  # the line the README gives is the one run here
+    done = subprocess.run([str(TUNE_RUN), str(ROOT / "examples" / name / "sweep.yaml"), "--storage", str(storage)],
+                          cwd=storage, capture_output=True, text=True, timeout=240)
+    assert done.returncode == cli.EXIT_OK, (done.stdout + done.stderr)[-3000:]
+    (experiment,) = [p for p in storage.iterdir() if p.is_dir()]
+    return sweep_result.load(experiment), experiment
+
+
+def test_the_cnn_example_trains_in_bf16_on_a_cosine_schedule_and_asha_stops_trials(tmp_path):
+    result, experiment = run_example("cnn_digits", tmp_path)
+    assert len(result.trials) == 6 and any(t.status == "stopped" for t in result.trials)
+    assert result.best.metrics["val_accuracy"] > 0.85
+    (best_dir,) = experiment.glob(f"trial_{result.best.trial_id}*")
+    reports = [json.loads(line) for line in (best_dir / "result.json").read_text().splitlines()]
+    assert {r["precision"] for r in reports} == {"bf16"}
+    lrs = [r["lr"] for r in reports]
+    assert lrs == sorted(lrs, reverse=True) and lrs[-1] < 0.1 * lrs[0]  # the cosine decays to ~0
+
+
+def test_the_regression_example_minimises_a_validation_mse(tmp_path):
+    result, _ = run_example("diabetes_regression", tmp_path)
+    assert len(result.trials) == 6 and {t.status for t in result.trials} == {"completed"}
+    best = result.best.metrics["val_mse"]
+    assert result.mode == "min" and best == min(t.metrics["val_mse"] for t in result.trials)
+    assert best < 4500  # the target's variance is about 6000: it learned
+
+
+def test_the_ray_train_loop_example_runs_unchanged(tmp_path):
+    result, experiment = run_example("ray_train_loop", tmp_path)
+    assert len(result.trials) == 3 and result.best.metrics["val_accuracy"] > 0.8
+    assert list(experiment.glob("trial_*/ddp/checkpoint_*/state.pt"))  # its own checkpoints, where Train keeps them
