@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
+from small_disk import mounted_tmpfs
 from tune_service import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
@@ -18,16 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 @pytest.fixture
 def small_disk(tmp_path):
     """A 16 MiB tmpfs mounted at ``tmp_path/disk`` for the test, unmounted after it."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "16m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "--lazy", str(mount)], check=True)  # wandb's service may hold a file a while
 
 
 def test_a_storage_that_fills_and_frees_loses_nothing_and_says_so_once_per_kind(ray_cluster, small_disk, tmp_path,

@@ -39,7 +39,6 @@ overrides the steps instead of ``loss`` and ``metrics``::
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -174,22 +173,23 @@ class Task:
         inputs, targets = batch
         inputs, targets = self.augment(inputs, targets, config)
         outputs = model(inputs)
-        with _full_precision(outputs):  # the loss in fp32 whatever the autocast dtype
-            return self.loss(outputs.float(), targets), targets.shape[0]
+        device = outputs.device.type
+        if torch.is_autocast_enabled(device):  # the loss in fp32 whatever the autocast dtype
+            with torch.autocast(device, enabled=False):
+                return self.loss(outputs.float(), targets), targets.shape[0]
+        return self.loss(outputs.float(), targets), targets.shape[0]
 
     def validation_step(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
                         config: Mapping[str, Any]) -> Mapping[str, torch.Tensor | int]:
         inputs, targets = batch
         outputs = model(inputs)
-        with _full_precision(outputs):
-            outputs = outputs.float()
-            samples = targets.shape[0]
-            return {"loss": self.loss(outputs, targets).double() * samples, **self.metrics(outputs, targets),
-                    "samples": samples}
+        device = outputs.device.type
+        if torch.is_autocast_enabled(device):  # loss and metrics in fp32
+            with torch.autocast(device, enabled=False):
+                return self._validation_sums(outputs.float(), targets)
+        return self._validation_sums(outputs.float(), targets)
 
-
-def _full_precision(outputs: torch.Tensor):
-    """Autocast off on the outputs' device: what is computed inside stays in the dtype it is given (a
-    no-op context when autocast is off already, which costs nothing per step)."""
-    device = outputs.device.type
-    return torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else contextlib.nullcontext()
+    def _validation_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor | int]:
+        samples = targets.shape[0]
+        return {"loss": self.loss(outputs, targets).double() * samples, **self.metrics(outputs, targets),
+                "samples": samples}

@@ -24,8 +24,9 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
         return moved if type(batch) is dict else _rebuilt_mapping(batch, moved)
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
         return type(batch)(*(move_to_device(value, device) for value in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(move_to_device(value, device) for value in batch)
+    if isinstance(batch, (tuple, list)):  # the common (inputs, targets): tensors moved without a call each
+        return type(batch)(value.to(device, non_blocking=True) if isinstance(value, torch.Tensor)
+                           else move_to_device(value, device) for value in batch)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         return dataclasses.replace(batch, **{field.name: move_to_device(getattr(batch, field.name), device)
                                              for field in dataclasses.fields(batch) if field.init})

@@ -187,10 +187,8 @@ def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None 
 
 def _optimizer_step(run: TrainingRun) -> None:
     """The schedule's lr, the fp16 scaler's unscale and the clipping, the step, the task's scheduler."""
-    if run.schedule is not None:
+    if run.schedule is not None and not run.schedule.constant:
         run.lr = run.schedule.apply(run.optimizer, run.steps_done)
-    else:
-        run.lr = run.optimizer.param_groups[0]["lr"]
     if run.clip_grad_norm:
         run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16 scaler's multiples of them
         torch.nn.utils.clip_grad_norm_(run.model.plain.parameters(), run.clip_grad_norm)
@@ -198,8 +196,10 @@ def _optimizer_step(run: TrainingRun) -> None:
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     run.steps_done += 1
-    if run.task_scheduler is not None and run.schedule_interval == "step":
-        run.task_scheduler.step()
+    if run.task_scheduler is not None:
+        run.lr = run.optimizer.param_groups[0]["lr"]  # the lr of the step just taken
+        if run.schedule_interval == "step":
+            run.task_scheduler.step()
 
 
 def _loss_and_samples(result: Any, batch: Any) -> tuple[torch.Tensor, Any]:
@@ -232,8 +232,9 @@ def validation_sums(model: nn.Module, task: Task, validation: DataLoader, precis
         count = step.pop("samples", None)
         samples = samples + (count if count is not None else count_samples(batch))
         for name, value in step.items():
-            value = (value if isinstance(value, torch.Tensor) else torch.tensor(value, device=device)).double()
-            sums[name] = sums[name] + value if name in sums else value
+            if not isinstance(value, torch.Tensor):
+                value = torch.tensor(value, device=device)
+            sums[name] = sums[name] + value if name in sums else value.double()  # float64 from the first
     if sums and "loss" not in sums:
         raise ValueError(f"validation_step must return 'loss' (the sum of the batch's losses) beside its metrics, "
                          f"got {', '.join(sorted(sums))}")

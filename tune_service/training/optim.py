@@ -67,6 +67,11 @@ class LearningRateSchedule:
             warmup_steps = warmup_steps or round(ONE_CYCLE_WARMUP_SHARE * steps_per_epoch * epochs)
         return cls(settings, max(1, steps_per_epoch), max(1, steps_per_epoch * epochs), warmup_steps, start)
 
+    @property
+    def constant(self) -> bool:
+        """Whether the factor is 1 at every step (no warm-up, no decay): nothing to set per step."""
+        return self.settings.name == "constant" and self.warmup_steps == 0
+
     def factor(self, step: int) -> float:
         """The factor of the peak lr for optimizer step ``step`` (0-based, over the whole trial)."""
         if step < self.warmup_steps:

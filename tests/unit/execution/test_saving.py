@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-import subprocess
 import threading
 import time
 
 import pytest
 
+from small_disk import mounted_tmpfs
 from tune_service.errors import StorageFull
 from tune_service.experiment import saving
 from tune_service.experiment.layout import atomic_write
@@ -19,13 +19,7 @@ from tune_service.experiment.layout import atomic_write
 @pytest.fixture
 def full_disk(tmp_path):
     """A 1 MiB tmpfs holding ``summary.json`` (its last good copy) and a ballast file that fills the rest."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "1m") as mount:
         (mount / "summary.json").write_text('{"good": true}')
         try:
             with open(mount / "ballast", "wb") as f:
@@ -35,8 +29,6 @@ def full_disk(tmp_path):
         except OSError:
             pass
         yield mount
-    finally:
-        subprocess.run(["umount", "--lazy", str(mount)], check=True)
 
 
 def test_failed_saves_are_said_once_and_their_recovery_once(full_disk, caplog):
