@@ -48,6 +48,15 @@ def test_the_regression_example_minimises_a_validation_mse(tmp_path):
     assert best < 4500  # the target's variance is about 6000: it learned
 
 
+def test_the_transformer_example_learns_from_dict_batches_with_its_own_steps(tmp_path):
+    result, experiment = run_example("sequence_transformer", tmp_path)
+    assert len(result.trials) == 4 and any(t.status == "stopped" for t in result.trials)
+    assert result.best.metrics["val_token_accuracy"] > 0.5  # chance is 1/16
+    (best_dir,) = experiment.glob(f"trial_{result.best.trial_id}*")
+    reports = [json.loads(line) for line in (best_dir / "result.json").read_text().splitlines()]
+    assert reports[0]["lr"] > reports[-1]["lr"]  # the cosine schedule after the warm-up
+
+
 def test_the_ray_train_loop_example_runs_unchanged(tmp_path):
     result, experiment = run_example("ray_train_loop", tmp_path)
     assert len(result.trials) == 2 and result.best.metrics["val_accuracy"] > 0.8

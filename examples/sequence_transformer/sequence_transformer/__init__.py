@@ -1,0 +1,1 @@
+"""A small transformer on a generated sequence task: a complete tune-service project to copy."""
