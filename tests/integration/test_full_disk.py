@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -13,6 +14,9 @@ from small_disk import mounted_tmpfs
 from tune_service import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+#: A trial actor's traceback that ends in Ray's SIGTERM handler's SystemExit (see the test).
+RAY_TEARDOWN = re.compile(r"[^\n]*Traceback \(most recent call last\):\n(?:(?![^\n]*Traceback)[^\n]*\n)*?"
+                          r"[^\n]*in sigterm_handler\n(?:[^\n]*\n){0,3}?[^\n]*SystemExit: 1\n")
 
 
 @pytest.fixture
@@ -40,7 +44,11 @@ def test_a_storage_that_fills_and_frees_loses_nothing_and_says_so_once_per_kind(
     assert [(t["config"]["disk"], t["status"], t["epochs"]) for t in summary["trials"]] == [
         ("fill", "completed", 3), ("top-up", "completed", 3), ("free", "completed", 3)]
     said = out + err + caplog.text  # our warnings: the console's stderr, here pytest's log capture
-    assert "Traceback" not in said and "Logging error" not in said, said
+    # Not ours, and seen once in four CI runs: Tune ends a trial's actor with SIGTERM, and Ray's handler
+    # raises SystemExit, which Python reports ("Exception ignored ... Traceback") when it lands inside a
+    # weakref callback. Every other traceback fails the test.
+    ours = RAY_TEARDOWN.sub("", said)
+    assert "Traceback" not in ours and "Logging error" not in ours, said
     # The summary could not be saved when the first two trials ended: said once; saved again at the end.
     assert said.count("could not save summary.json (No space left on device)") == 1, said
     assert said.count("saved summary.json again") == 1, said
