@@ -23,7 +23,7 @@ MUTATIONS = [
     ("10 unwrapped checkpoint", T+"loop.py", "save_checkpoint(directory, model=run.model.plain,", "save_checkpoint(directory, model=run.model.module,", "test_10_rank"),
     ("10 optimizer restored", T+"loop.py", "        optimizer.load_state_dict(state[\"optimizer\"])", "        pass", "test_10_a_resumed"),
     ("10 resume epoch", T+"loop.py", "        run.epochs_done = int(state[\"epoch\"])", "        pass", "test_10_a_resumed"),
-    ("11 all-reduced metrics", T+"loop.py", "all_reduce_sum(torch.cat([train_totals, val_sums])).tolist()", "torch.cat([train_totals, val_sums]).tolist()", "test_11_"),
+    ("11 all-reduced metrics", T+"loop.py", "all_reduce_sum(torch.cat([run.train_totals, val_sums])).tolist()", "torch.cat([run.train_totals, val_sums]).tolist()", "test_11_"),
     ("12 no_grad eval", T+"loop.py", "@torch.no_grad()\ndef validation_sums", "def validation_sums", "test_12_"),
     ("13 detach", T+"loop.py", "        totals[0] += loss.detach() * samples", "        totals[0] += loss * samples", "test_13_"),
     ("14 OOM caught", T+"oom.py", "    if isinstance(error, torch.OutOfMemoryError):\n        return True\n    return isinstance", "    return False and isinstance", "test_14_out"),

@@ -131,25 +131,29 @@ class Interrupted(Exception):
 
 
 class InterruptingContext(LocalContext):
-    """A LocalContext that stops the trial right after the report (and checkpoint) of ``after_epoch``."""
+    """A LocalContext that stops the trial right after the report (and checkpoint) whose ``key`` (``epoch``
+    or ``step``) is ``value``."""
 
-    def __init__(self, output_dir, after_epoch: int):
+    def __init__(self, output_dir, key: str, value: int):
         super().__init__(output_dir=output_dir)
-        self.after_epoch = after_epoch
+        self.key, self.value = key, value
 
     def report(self, metrics, checkpoint_dir):
         super().report(metrics, checkpoint_dir)
-        if metrics["epoch"] == self.after_epoch:
-            raise Interrupted(f"stopped after epoch {self.after_epoch}")
+        if metrics[self.key] == self.value:
+            raise Interrupted(f"stopped after {self.key} {self.value}")
 
 
-def train(task, epochs=1, settings=None, output_dir=None, interrupt_after=None, **hparams) -> LocalContext:
-    """``task`` trained in this process for ``epochs`` (stopped after epoch ``interrupt_after`` if given);
-    the context holds its reports."""
+def train(task, epochs=1, settings=None, output_dir=None, interrupt_after=None, max_steps=None,
+          **hparams) -> LocalContext:
+    """``task`` trained in this process for ``epochs``, or ``max_steps`` optimizer steps when given
+    (stopped after the report of epoch, or step, ``interrupt_after`` if given); the context holds its
+    reports."""
+    key = "step" if max_steps is not None else "epoch"
     context = LocalContext(output_dir=output_dir) if interrupt_after is None else InterruptingContext(
-        output_dir, interrupt_after)
-    fit(TrialConfig(resolved(task), {**Digits.defaults, **hparams}, epochs=epochs, seed=0,
-                    settings=settings or TrainingSettings(checkpoint_every=0)), context)
+        output_dir, key, interrupt_after)
+    fit(TrialConfig(resolved(task), {**Digits.defaults, **hparams}, epochs=None if max_steps else epochs, seed=0,
+                    settings=settings or TrainingSettings(checkpoint_every=0), max_steps=max_steps), context)
     return context
 
 

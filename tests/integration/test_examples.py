@@ -12,6 +12,7 @@ import pytest
 
 from tune_service import cli
 from tune_service.results import sweep_result
+from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +49,19 @@ def test_the_regression_example_minimises_a_validation_mse(tmp_path):
     assert best < 4500  # the target's variance is about 6000: it learned
 
 
-def test_the_transformer_example_learns_from_dict_batches_with_its_own_steps(tmp_path):
+def test_the_transformer_example_learns_from_dict_batches_and_asha_stops_trials_mid_epoch_by_steps(tmp_path):
     result, experiment = run_example("sequence_transformer", tmp_path)
-    assert len(result.trials) == 4 and any(t.status == "stopped" for t in result.trials)
+    assert len(result.trials) == 4 and result.time_unit == "step"
     assert result.best.metrics["val_token_accuracy"] > 0.5  # chance is 1/16
+    # ASHA over steps: a stopped trial ended at a rung, mid-epoch (an epoch is 63 steps)
+    stopped = [t for t in result.trials if t.status == "stopped"]
+    assert stopped and {t.steps for t in stopped} <= {100, 200, 400}
     (best_dir,) = experiment.glob(f"trial_{result.best.trial_id}*")
     reports = [json.loads(line) for line in (best_dir / "result.json").read_text().splitlines()]
+    assert [r["step"] for r in reports] == list(range(50, 501, 50)) and reports[0]["epoch"] == round(50 / 63, 4)
     assert reports[0]["lr"] > reports[-1]["lr"]  # the cosine schedule after the warm-up
+    (run,) = [r for r in offline_runs(experiment) if r.run_id.endswith(result.best.trial_id)]
+    assert [row["_step"] for row in run.history] == [r["step"] for r in reports]  # wandb's step is the step
 
 
 def test_the_ray_train_loop_example_runs_unchanged(tmp_path):

@@ -135,9 +135,9 @@ def test_an_epoch_interval_holds_the_decay_for_each_epoch():
 
 
 def test_the_step_and_one_cycle_schedules():
-    step = LearningRateSchedule.for_trial(ScheduleSettings("step", every_epochs=2, gamma=0.5), 10, 6, 0, 1.0)
+    step = LearningRateSchedule.for_trial(ScheduleSettings("step", every_epochs=2, gamma=0.5), 10, 60, 0, 1.0)
     assert [step.factor(s) for s in (0, 19, 20, 45)] == [1.0, 1.0, 0.5, 0.25]
-    one_cycle = LearningRateSchedule.for_trial(ScheduleSettings("one_cycle"), 10, 10, 0, 1.0)
+    one_cycle = LearningRateSchedule.for_trial(ScheduleSettings("one_cycle"), 10, 100, 0, 1.0)
     assert one_cycle.factor(0) == pytest.approx(1 / 25) and one_cycle.factor(30) == 1.0
     assert one_cycle.factor(100) == pytest.approx(1 / 2.5e5)
 
@@ -156,6 +156,42 @@ def test_a_resumed_trial_continues_the_same_lr_curve_to_the_same_weights(tmp_pat
     final = [load_state(tmp_path / run / "checkpoints" / "epoch_0003") for run in ("straight", "resumed")]
     assert all(torch.equal(a, b) for a, b in zip(final[0]["model"].values(), final[1]["model"].values()))
     assert final[0]["step"] == final[1]["step"] == 3 * 6
+
+
+# reports by steps ----------------------------------------------------------------------------------
+def test_a_trial_by_steps_reports_every_n_steps_and_at_its_last_step(tmp_path):
+    settings = TrainingSettings(report_every_steps=4)  # digits at batch 256: 6 steps an epoch
+    context = train(Digits(), max_steps=14, settings=settings, output_dir=tmp_path, batch_size=256)
+    assert [r["step"] for r in context.reports] == [4, 8, 12, 14]
+    assert [r["epoch"] for r in context.reports] == [0.6667, 1.3333, 2.0, 2.3333]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "step_00000004", "step_00000008", "step_00000012", "step_00000014"]
+    state = load_state(tmp_path / "checkpoints" / "step_00000008")
+    assert (state["epoch"], state["epoch_batches"], state["step"]) == (1, 2, 8)
+    assert len({r["train_loss"] for r in context.reports}) == 4  # each over its own steps
+
+
+def test_a_trial_by_steps_reports_at_each_epochs_end_without_report_every_steps():
+    reports = train(Digits(), max_steps=14, batch_size=256).reports
+    assert [(r["epoch"], r["step"]) for r in reports] == [(1, 6), (2, 12), (2.3333, 14)]
+
+
+@pytest.mark.parametrize("stop_at", [8, 12], ids=["mid_epoch", "at_an_epochs_last_step"])
+def test_a_trial_resumed_mid_epoch_trains_what_it_would_have_trained(tmp_path, stop_at):
+    # dropout and input noise draw per rank; the cosine schedule and clipping follow the step
+    settings = TrainingSettings(report_every_steps=4, warmup_steps=3, clip_grad_norm=0.5,
+                                schedule=ScheduleSettings("cosine"))
+    hparams = dict(batch_size=256, dropout=0.3, noise=0.2)
+    straight = train(Digits(), max_steps=22, settings=settings, output_dir=tmp_path / "straight", **hparams)
+    with pytest.raises(Interrupted):
+        train(Digits(), max_steps=22, settings=settings, output_dir=tmp_path / "resumed", interrupt_after=stop_at,
+              **hparams)
+    resumed = train(Digits(), max_steps=22, settings=settings, output_dir=tmp_path / "resumed", **hparams)
+    after = [r for r in straight.reports if r["step"] > stop_at]
+    keys = ("step", "epoch", "train_loss", "val_loss", "lr")
+    assert [[r[k] for k in keys] for r in resumed.reports] == [[r[k] for k in keys] for r in after]
+    final = [load_state(tmp_path / run / "checkpoints" / "step_00000022") for run in ("straight", "resumed")]
+    assert all(torch.equal(a, b) for a, b in zip(final[0]["model"].values(), final[1]["model"].values()))
 
 
 def test_a_tasks_own_scheduler_is_stepped_every_optimizer_step():

@@ -312,7 +312,7 @@ def test_17_linear_scaling_doubles_lr_when_the_world_doubles(world_two):
     world_two_lr = world_two["ranks"][0]["reports"][0]["lr"]
     assert world_one == Digits.defaults["lr"] and world_two_lr == 2 * world_one
     # the warm-up climbs from the sampled lr to the scaled one (Goyal et al.)
-    warm = LearningRateSchedule.for_trial(ScheduleSettings(), steps_per_epoch=10, epochs=5, warmup_steps=10,
+    warm = LearningRateSchedule.for_trial(ScheduleSettings(), steps_per_epoch=10, total_steps=50, warmup_steps=10,
                                           lr_scale=2.0)
     assert [0.2 * warm.factor(s) for s in (0, 5, 10, 50)] == pytest.approx([0.1, 0.15, 0.2, 0.2])
 

@@ -81,7 +81,8 @@ class LiveView:
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
         line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
-                f"{trial.epochs}/{progress.max_t} epochs  {progress.metric} {format_value(value)}{mark}")
+                f"{trial.progress(progress.time_unit)}/{progress.max_t} {progress.time_unit}s  {progress.metric} "
+                f"{format_value(value)}{mark}")
         if trial.status == "failed":
             first, count = self._errors.get(trial.error, (trial.trial_id, 0))
             self._errors[trial.error] = (first, count + 1)
@@ -94,12 +95,14 @@ class LiveView:
         """The live region: running trials, the last few that ended, and the budget's progress bar."""
         table = Table(box=None, pad_edge=False, header_style="bold")
         keys = sorted({k for t in progress.trials.values() for k in t.config})
-        for column in ("trial", "status", "epoch", "rung", progress.metric, *keys):
+        for column in ("trial", "status", progress.time_unit, "rung", progress.metric, *keys):
             table.add_column(column)
         shown = progress.running + progress.ended[-RECENT:]
         for t in shown:
+            trained = t.progress(progress.time_unit)
             table.add_row(t.trial_id, Text(t.status, style=STATUS_STYLE.get(t.status, "")),
-                          f"{t.epochs}/{progress.max_t}", self._rung(t.epochs), format_value(t.metrics.get(progress.metric)),
+                          f"{trained}/{progress.max_t}", self._rung(trained),
+                          format_value(t.metrics.get(progress.metric)),
                           *(format_value(t.config.get(k)) for k in keys))
         done = len(progress.ended)
         best = progress.best
@@ -112,8 +115,8 @@ class LiveView:
         line.add_row(bar, Text(status))
         return Group(table, line)
 
-    def _rung(self, epochs: int) -> str:
-        passed = [r for r in self.rungs if r <= epochs]
+    def _rung(self, trained: int) -> str:
+        passed = [r for r in self.rungs if r <= trained]
         return str(passed[-1]) if passed else "-"
 
     def _redraw(self, progress: SweepProgress, force: bool = False) -> None:

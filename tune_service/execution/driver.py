@@ -94,7 +94,9 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                                "or plan_sweep(spec).on(cluster)")
     spec = plan.spec
     fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
-    shared = dict(task=plan.task, epochs=spec.scheduler.max_t, seed=spec.seed, training=spec.training,
+    by_steps = spec.scheduler.time_unit == "step"
+    shared = dict(task=plan.task, epochs=None if by_steps else spec.scheduler.max_t,
+                  max_steps=spec.scheduler.max_t if by_steps else None, seed=spec.seed, training=spec.training,
                   metric=spec.metric.name, secrets=fingerprints)
     template: SweepTrial
     if plan.warm_gangs:
@@ -254,7 +256,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
             view = LiveView([*plan.headline(), f"experiment {remote.uri if remote else experiment_dir}"], plan.rungs)
         observers = [observer for observer in (view, remote) if observer is not None]
         progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
-                                 plan.num_trials, observers=observers, previous=previous)
+                                 plan.num_trials, observers=observers, previous=previous,
+                                 time_unit=spec.scheduler.time_unit)
         limit = spec.failure.failed_trials_limit(plan.num_trials)
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
         timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
@@ -263,7 +266,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
-            recorded = replay.read_recorded(experiment_dir, (remote.filesystem, remote.path) if remote else None)
+            recorded = replay.read_recorded(experiment_dir, (remote.filesystem, remote.path) if remote else None,
+                                            spec.scheduler.time_attr)
         recipe = build_tuner(plan, remote.storage_uri if remote else experiment_dir.parent, experiment_dir.name,
                              callbacks=callbacks,
                              verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded,
@@ -282,7 +286,7 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
-                                  spec.scheduler.max_t, unfinished=cut)
+                                  spec.scheduler.max_t, unfinished=cut, time_unit=spec.scheduler.time_unit)
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if budget is not None and budget.exhausted:
             outcome = replace(outcome, extra={**outcome.extra, results.STOPPED_KEY: budget.reason()})

@@ -197,9 +197,9 @@ class FreshTrial(SweepTrial):
         from tune_service.training.loop import fit
 
         # Ray Train hands ``train_loop_config`` to every rank as a dict; ``fit`` rebuilds its TrialConfig.
-        return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
-                     "settings": training, "cpus_per_rank": self.resources.cpus_per_worker, "output_dir": trial_dir,
-                     "checkpoint_root": checkpoint_root}
+        return fit, {"task": self.task, "hparams": hparams, "epochs": self.epochs, "max_steps": self.max_steps,
+                     "seed": self.seed, "settings": training, "cpus_per_rank": self.resources.cpus_per_worker,
+                     "output_dir": trial_dir, "checkpoint_root": checkpoint_root}
 
 
 def _redeliver_checkpointed_report() -> None:

@@ -53,7 +53,7 @@ class SweepPlan:
 
     @property
     def rungs(self) -> tuple[int, ...]:
-        """The epochs at which the scheduler may stop trials, smallest first; empty for FIFO."""
+        """The epochs (or steps) at which the scheduler may stop trials, smallest first; empty for FIFO."""
         return self.schedule.rung_epochs
 
     def describe(self) -> str:
@@ -74,10 +74,10 @@ class SweepPlan:
         lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
         sched = s.scheduler
         if sched.type == "fifo":
-            lines.append(f"scheduler    fifo: every trial trains {sched.max_t} epochs")
+            lines.append(f"scheduler    fifo: every trial trains {sched.max_t} {sched.time_unit}s")
         else:
             lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
-                         f"max_t={sched.max_t} epochs, reduction_factor={sched.reduction_factor:g}"
+                         f"max_t={sched.max_t} {sched.time_unit}s, reduction_factor={sched.reduction_factor:g}"
                          + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
             how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
             lines.append(f"  rungs ({how})")
@@ -103,10 +103,10 @@ class SweepPlan:
         s, r = self.spec, self.spec.resources
         method = f"{s.method} (hyperopt TPE)" if s.method == "bayes" else s.method
         if s.scheduler.type == "fifo":
-            schedule = f"fifo, {s.scheduler.max_t} epochs each"
+            schedule = f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
         else:
             rungs = ", ".join(str(e) for e in self.rungs)
-            schedule = f"{s.scheduler.type} (rungs at epoch {rungs}; max_t {s.scheduler.max_t})"
+            schedule = f"{s.scheduler.type} (rungs at {s.scheduler.time_unit} {rungs}; max_t {s.scheduler.max_t})"
         gpus = f" + {r.gpus_per_worker:g} GPU" if r.gpus_per_worker else ""
         return [
             f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {s.metric.goal} {s.metric.name}",
@@ -128,7 +128,8 @@ def _describe_budget(schedule: Schedule) -> str:
     expected = schedule.trial_epochs
     approx = "" if schedule.exact else "~"
     shown = f"{approx}{expected:.0f}"
-    return f"{shown} trial-epochs expected (at most {schedule.max_trial_epochs} without early stopping)"
+    return (f"{shown} trial-{schedule.unit}s expected (at most {schedule.max_trial_epochs} without early "
+            f"stopping)")
 
 
 def _describe_wandb(spec: SweepSpec) -> str:

@@ -125,8 +125,8 @@ class GangContext:
     def restored_state(self) -> dict[str, Any] | None:
         return None if self._checkpoint is None else load_state(self._checkpoint, map_location=self.device)
 
-    def checkpoint_dir(self, epoch: int) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
+    def checkpoint_dir(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"tune_service_{name}_"))
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         """Rank 0 hands the report to the trial and waits for its word; every rank then learns it from

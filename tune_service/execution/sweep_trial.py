@@ -14,8 +14,10 @@ class SweepTrial:
     """The trial function's fixed part; Tune calls it with each trial's config (the searcher's values)."""
 
     task: ResolvedTask
-    epochs: int
+    #: A trial's budget: whole epochs, or (when the scheduler counts steps) optimizer steps; one is None.
+    epochs: int | None
     seed: int
+    max_steps: int | None = None
     training: TrainingSettings = field(default_factory=TrainingSettings)
     #: The metric the sweep optimises: a trial whose first report lacks it fails at once.
     metric: str = "val_loss"

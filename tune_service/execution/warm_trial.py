@@ -83,8 +83,9 @@ class WarmTrial(SweepTrial):
             tune.report(stored.report)  # see the module's docstring
         while True:
             gang = lease_gang(self.gang, self.secrets)
-            trial = {"task": self.task, "hparams": hparams, "epochs": self.epochs, "seed": self.seed,
-                     "settings": training, "cpus_per_rank": self.gang.resources.cpus_per_worker, "output_dir": trial_dir}
+            trial = {"task": self.task, "hparams": hparams, "epochs": self.epochs, "max_steps": self.max_steps,
+                     "seed": self.seed, "settings": training, "cpus_per_rank": self.gang.resources.cpus_per_worker,
+                     "output_dir": trial_dir}
             try:
                 gang.run(trial, None if stored is None else stored.as_ray_checkpoint(), trial_dir, relay)
                 return

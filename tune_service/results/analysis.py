@@ -10,9 +10,10 @@ The tables (pandas DataFrames), named as Ray Tune's ``ResultGrid.get_dataframe()
   first); then its config, one column per hyperparameter, ``config/`` and the parameter's dotted name
   (``config/lr``, ``config/optimizer.momentum``). A metric named like one of the first five columns is
   left out.
-- ``history``: one row per report of every trial: ``trial_id``, ``epoch``, the reported metrics,
-  ``time_total_s``; by trial (as in ``trials``), then epoch. A resumed trial reports some epochs again
-  (those after its last checkpoint): the last report of each epoch is kept.
+- ``history``: one row per report of every trial: ``trial_id``, ``epoch``, the reported metrics
+  (``step`` among them), ``time_total_s``; by trial (as in ``trials``), then by the scheduler's time unit
+  (:attr:`SweepResults.time_unit`: epoch, or step). A resumed trial reports some epochs (steps) again
+  (those after its last checkpoint): the last report of each is kept.
 
 A trial's ``status`` is :mod:`~tune_service.results.sweep_result`'s: ``completed``, ``stopped``,
 ``failed``, ``interrupted``, or ``running`` (started, not ended: still training, or its sweep stopped
@@ -35,6 +36,7 @@ import math
 import os
 import re
 import weakref
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
@@ -49,6 +51,7 @@ from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, is_number, load as load_summary, rank_trials,
+    trained,
 )
 from tune_service.spec.configs import flatten, plain
 
@@ -130,7 +133,7 @@ class SweepResults:
         #: One row per trial (see the module's docstring for the columns).
         self.trials: pd.DataFrame = self._trials_frame(reports)
         #: One row per report of every trial, the last of each epoch (see the module's docstring).
-        self.history: pd.DataFrame = _history_frame(self.records, reports)
+        self.history: pd.DataFrame = _history_frame(self.records, reports, self.time_unit)
 
     def __repr__(self) -> str:
         counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()
@@ -262,6 +265,12 @@ class SweepResults:
                                    f"yet, so there is no best trial to {what}")
         return self.best
 
+    @property
+    def time_unit(self) -> str:
+        """What ``max_t``, the rungs and the history's order count: ``epoch`` or ``step``."""
+        unit = self._extra.get("time_unit")
+        return str(unit) if isinstance(unit, str) else self.spec.scheduler.time_unit
+
     def _max_t(self) -> int:
         max_t = self._extra.get("max_t")
         return int(max_t) if isinstance(max_t, int) else self.spec.scheduler.max_t
@@ -275,12 +284,16 @@ class SweepResults:
         if config is None:
             config = layout.read_trial_params(trial_dir)
             config = config if config is not None else last.get("config", {})
-        epochs = max((int(e) for e in (_epoch_of(r) for r in reports) if e is not None), default=0)
+        epochs, steps = trained(reports)
+        if not any("epoch" in r for r in reports):  # reports without epochs: Tune's count of them
+            epochs = max((int(r["training_iteration"]) for r in reports if is_number(r.get("training_iteration"))),
+                         default=0)
         failure = layout.read_trial_error(trial_dir)
         # A failure the trial has reported after (Tune's timestamps are whole seconds) was retried.
         failed = failure is not None and not (is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
         error = None
-        if epochs >= self._max_t():
+        record = TrialRecord(trial_id, RUNNING, plain(config), {}, epochs, None, steps)
+        if record.progress(self.time_unit) >= self._max_t():
             status = "completed"
         elif last.get("done") is True:
             status = "stopped"
@@ -289,7 +302,7 @@ class SweepResults:
         else:
             status = RUNNING
         metrics = {k: v for k, v in last.items() if k not in _NOT_METRICS}
-        return TrialRecord(trial_id, status, plain(config), plain(metrics), epochs, error)
+        return replace(record, status=status, metrics=plain(metrics), error=error)
 
     def _trials_frame(self, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
         rows, metric_columns, config_columns = [], {self.metric: None}, {}
@@ -319,38 +332,40 @@ def _one_line(line: str) -> str:
     return redact_text(line)[:500]
 
 
-def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
+def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]], time_attr: str) -> pd.DataFrame:
     rows, metric_columns = [], {}
     for record in records:
-        by_epoch: dict[Any, dict[str, Any]] = {}
+        by_time: dict[Any, tuple[Any, dict[str, Any]]] = {}
         for index, report in enumerate(reports[record.trial_id]):
-            epoch = _epoch_of(report)
-            row = {"trial_id": record.trial_id, "epoch": epoch}
+            time = _time_of(report, time_attr)
+            row = {"trial_id": record.trial_id, "epoch": time if time_attr == "epoch" else report.get("epoch")}
             for key, value in report.items():
                 if key not in _NOT_METRICS and key not in row:
                     row[key] = value
                     metric_columns.setdefault(key)
             row[TIME_COLUMN] = report.get(TIME_COLUMN, math.nan)
-            by_epoch.pop(epoch if epoch is not None else ("report", index), None)  # the newest is kept, in order
-            by_epoch[epoch if epoch is not None else ("report", index)] = row
-        rows += sorted(by_epoch.values(), key=lambda r: (r["epoch"] is None, r["epoch"] or 0))
+            key = time if time is not None else ("report", index)
+            by_time.pop(key, None)  # the newest is kept, in order
+            by_time[key] = (time, row)
+        rows += [row for _, row in sorted(by_time.values(), key=lambda pair: (pair[0] is None, pair[0] or 0))]
     return pd.DataFrame(rows, columns=["trial_id", "epoch", *metric_columns, TIME_COLUMN])
 
 
-def metric_by_epoch(reports: list[Mapping[str, Any]], metric: str) -> list[tuple[int, float]]:
-    """``(epoch, metric)`` of a trial's ``reports`` (its ``result.json``, as the layout reads it), by
-    epoch. A resumed trial may repeat an epoch: the last report of each epoch counts."""
-    by_epoch: dict[int, float] = {}
+def metric_by_time(reports: list[Mapping[str, Any]], metric: str, time_attr: str = "epoch") -> list[tuple[int, float]]:
+    """``(time, metric)`` of a trial's ``reports`` (its ``result.json``, as the layout reads it), by the
+    scheduler's time (``time_attr``: ``epoch`` or ``step``). A resumed trial may repeat a report: the
+    last of each time counts."""
+    by_time: dict[int, float] = {}
     for report in reports:
-        value, epoch = report.get(metric), _epoch_of(report)
-        if is_number(value) and epoch is not None:
-            by_epoch[epoch] = float(value)
-    return sorted(by_epoch.items())
+        value, time = report.get(metric), _time_of(report, time_attr)
+        if is_number(value) and time is not None:
+            by_time[time] = float(value)
+    return sorted(by_time.items())
 
 
-def _epoch_of(report: Mapping[str, Any]) -> int | None:
-    """A report's epoch (the scheduler's time unit), or Tune's count of reports when it has none."""
-    for key in (layout.TIME_ATTR, "training_iteration"):
+def _time_of(report: Mapping[str, Any], time_attr: str) -> int | None:
+    """A report's time in the scheduler's unit (``time_attr``), or Tune's count of reports when it has none."""
+    for key in (time_attr, "training_iteration"):
         if is_number(report.get(key)):
             return int(report[key])
     return None

@@ -19,10 +19,10 @@ from typing import Any, Iterable, Protocol
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
-from tune_service.experiment.layout import SUMMARY_FILE, TIME_ATTR
+from tune_service.experiment.layout import SUMMARY_FILE
 from tune_service.experiment.saving import FailingSaves
 from tune_service.results.sweep_result import (
-    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, write,
+    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, trained, write,
 )
 from tune_service.spec.configs import plain
 
@@ -49,14 +49,16 @@ class SweepProgress(DriverCallback):
         experiment_dir: where ``summary.json`` goes.
         max_t: a trial that reached it is ``completed``; one that ended before it, ``stopped``.
         total: the trial budget (``run_cap`` or the grid's size).
+        time_unit: what ``max_t`` counts, ``epoch`` or ``step``.
         previous: on resume, the summary the sweep had: its ended trials are kept as they were.
     """
 
     def __init__(self, experiment_dir: str | Path, metric: str, mode: str, max_t: int, total: int,
-                 observers: Iterable[ProgressObserver] = (), previous: SweepResult | None = None):
+                 observers: Iterable[ProgressObserver] = (), previous: SweepResult | None = None,
+                 time_unit: str = "epoch"):
         super().__init__(f"{Path(experiment_dir).name}/progress")
         self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
-        self.max_t, self.total = max_t, total
+        self.max_t, self.total, self.time_unit = max_t, total, time_unit
         self.observers = list(observers)
         self.started_at = time.monotonic()
         self.trials: dict[str, TrialRecord] = {}
@@ -83,7 +85,7 @@ class SweepProgress(DriverCallback):
         trials = tuple(self.trials.values())
         best = best_trial(trials, self.metric, self.mode)
         return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
-                           {IN_PROGRESS_KEY: True, "max_t": self.max_t})
+                           {IN_PROGRESS_KEY: True, "max_t": self.max_t, "time_unit": self.time_unit})
 
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -98,7 +100,7 @@ class SweepProgress(DriverCallback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, None, getattr(trial, "last_result", None) or {})
-        self._ended(replace(record, status="completed" if record.epochs >= self.max_t else "stopped"))
+        self._ended(replace(record, status="completed" if record.progress(self.time_unit) >= self.max_t else "stopped"))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, None, getattr(trial, "last_result", None) or {})
@@ -112,9 +114,12 @@ class SweepProgress(DriverCallback):
     def _update(self, trial: Any, status: str | None, result: dict) -> TrialRecord:
         old = self.trials.get(trial.trial_id)
         metrics = {k: v for k, v in result.items() if k not in TUNE_KEYS}
-        epochs = int(result.get(TIME_ATTR) or result.get("training_iteration") or (old.epochs if old else 0))
+        epochs, steps = trained([result])
+        if "epoch" not in result:  # a report without epochs: Tune's count of them
+            epochs = int(result.get("training_iteration") or (old.epochs if old else 0))
         record = TrialRecord(trial.trial_id, status or (old.status if old else "running"), plain(trial.config or {}),
-                             plain(metrics) or (old.metrics if old else {}), epochs)
+                             plain(metrics) or (old.metrics if old else {}), epochs,
+                             steps=steps if steps is not None else (old.steps if old else None))
         self.trials[trial.trial_id] = record
         return record
 

@@ -6,7 +6,7 @@ What it shows, each chart in a ``<div class="chart" data-chart="NAME">`` (a char
 drawn is a ``<p class="note" data-chart="NAME">`` saying why):
 
 - ``learning_curves``: the sweep's metric per epoch, one line per trial that reported (from Tune's
-  ``trial_<id>/result.json``, :func:`tune_service.results.analysis.metric_by_epoch`), coloured by the
+  ``trial_<id>/result.json``, :func:`tune_service.results.analysis.metric_by_time`), coloured by the
   trial's final status, the best trial drawn thick; the scheduler's rungs (``extra["rungs"]``) dashed;
 - ``parallel_coordinates``: one line per trial with a final value, across the searched parameters (the
   config keys, flattened, whose values differ between trials) and the metric, coloured by the metric;
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
-from tune_service.results.analysis import metric_by_epoch
+from tune_service.results.analysis import metric_by_time
 from tune_service.results.sweep_result import (
     SweepResult, TrialRecord, final_value, format_value, is_number, rank_trials,
 )
@@ -90,7 +90,7 @@ def _trials(result: SweepResult) -> list[_Trial]:
         rows = read_trial_results(trial_results_file(result.experiment_dir, record.trial_id))
         seconds = rows[-1].get("time_total_s") if rows else None
         seconds = float(seconds) if is_number(seconds) else None
-        history = metric_by_epoch(rows, result.metric)
+        history = metric_by_time(rows, result.metric, result.time_unit)
         trials.append(_Trial(record, history, seconds, final_value(record, result.metric)))
     return trials
 
@@ -211,22 +211,23 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
 
     drawn = [t for t in trials if t.history]
     if not drawn:
-        return None, "No trial has per-epoch reports (trial_<id>/result.json) with the metric."
+        return None, "No trial has reports (trial_<id>/result.json) with the metric."
     rungs = [r for r in result.extra.get("rungs", []) if is_number(r)]
-    figure = _figure(xaxis_title="epoch" + (" (dashed: the scheduler's rungs)" if rungs else ""),
+    unit = result.time_unit
+    figure = _figure(xaxis_title=unit + (" (dashed: the scheduler's rungs)" if rungs else ""),
                      yaxis_title=html.escape(result.metric), hovermode="closest")
     best_id = result.best.trial_id if result.best else None
     legend_shown = set()
     for trial in sorted(drawn, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
         status, best = trial.record.status, trial.record.trial_id == best_id
-        epochs, values = zip(*trial.history)
+        times, values = zip(*trial.history)
         figure.add_trace(go.Scatter(
-            x=list(epochs), y=list(values), mode="lines+markers",
+            x=list(times), y=list(values), mode="lines+markers",
             name=f"best: {html.escape(trial.record.trial_id)}" if best else status,
             legendgroup="best" if best else status, showlegend=best or status not in legend_shown,
             line=dict(color=STATUS_COLOURS.get(status, _OTHER_COLOUR), width=4 if best else 1.5),
             marker=dict(size=6 if best else 4), opacity=1.0 if best else 0.75,
-            hovertemplate=(f"trial {html.escape(trial.record.trial_id)} ({status})<br>epoch %{{x}}: %{{y:.4g}}"
+            hovertemplate=(f"trial {html.escape(trial.record.trial_id)} ({status})<br>{unit} %{{x}}: %{{y:.4g}}"
                            f"<br>{_hover_config(trial.record, keys)}<extra></extra>"),
         ))
         if not best:
@@ -338,9 +339,10 @@ def _cumulative(values: list[float]) -> list[float]:
 def _best_by_compute(result: SweepResult, trials: list[_Trial]):
     if all(t.value is None for t in trials):
         return None, "No trial has a final value."
-    epochs = _cumulative([float(t.record.epochs) for t in trials])
-    figure = _figure(xaxis_title="compute: cumulative trial-epochs", yaxis_title=html.escape(result.metric))
-    figure.add_traces(_best_traces(result, trials, epochs))
+    unit = result.time_unit
+    spent = _cumulative([float(t.record.progress(unit)) for t in trials])
+    figure = _figure(xaxis_title=f"compute: cumulative trial-{unit}s", yaxis_title=html.escape(result.metric))
+    figure.add_traces(_best_traces(result, trials, spent))
     timed = all(t.seconds is not None for t in trials if t.history)
     if timed:
         seconds = _cumulative([t.seconds or 0.0 for t in trials])
@@ -352,7 +354,7 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
 
         figure.update_layout(updatemenus=[dict(
             type="buttons", direction="right", x=1.0, xanchor="right", y=1.02, yanchor="bottom",
-            buttons=[view(epochs, "compute: cumulative trial-epochs", "trial-epochs"),
+            buttons=[view(spent, f"compute: cumulative trial-{unit}s", f"trial-{unit}s"),
                      view(seconds, "compute: cumulative trial time (s)", "trial time")])],
             margin=dict(t=60))
     return figure, None
@@ -364,13 +366,13 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
 def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
     ranked = {t.trial_id: i + 1 for i, t in enumerate(rank_trials(result.trials, result.metric, result.mode))}
     with_errors = any(t.record.error for t in trials)
-    header = ["rank", "#", "trial", "status", "epochs", result.metric, "time (s)", *keys]
+    header = ["rank", "#", "trial", "status", f"{result.time_unit}s", result.metric, "time (s)", *keys]
     header += ["error"] if with_errors else []
     best_id = result.best.trial_id if result.best else None
     rows = []
     for number, trial in sorted(enumerate(trials, 1), key=lambda pair: ranked[pair[1].record.trial_id]):
         record, config = trial.record, flatten(trial.record.config)
-        cells = [ranked[record.trial_id], number, record.trial_id, record.status, record.epochs,
+        cells = [ranked[record.trial_id], number, record.trial_id, record.status, record.progress(result.time_unit),
                  record.metrics.get(result.metric), trial.seconds, *(config.get(k) for k in keys)]
         cells += [record.error] if with_errors else []
         tds = "".join(f'<td data-sort="{html.escape(_sort_key(c))}"{_status_class(i == 3, record.status)}>'
@@ -407,7 +409,8 @@ def _header(result: SweepResult) -> str:
     return (f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
             f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
             f"{len(result.trials)} trials: {summary}"
-            + (f"; rungs at epochs {html.escape(', '.join(format_value(r) for r in rungs))}" if rungs else "")
+            + (f"; rungs at {result.time_unit}s {html.escape(', '.join(format_value(r) for r in rungs))}"
+               if rungs else "")
             + f".</p><p>{best_line}</p>")
 
 

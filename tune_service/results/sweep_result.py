@@ -1,7 +1,8 @@
 """The outcome of a sweep: every trial, the best one, the leaderboard, and the files in the experiment
 directory (``summary.json`` and ``best_config.yaml``, both written atomically).
 
-A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs), ``stopped`` (ended earlier: the
+A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs, or steps when the scheduler's time
+unit is the step: the summary's ``time_unit``), ``stopped`` (ended earlier: the
 scheduler stopped it), ``failed`` (raised; ``error`` says why) or ``interrupted`` (the sweep was stopped
 while the trial ran or waited; ``resume`` continues it); a summary written while the sweep runs also
 has ``running`` trials (see :mod:`~tune_service.results.progress`). A trial's ``metrics`` are its last
@@ -15,7 +16,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,22 @@ class TrialRecord:
     status: str  # completed | stopped | failed | interrupted | running
     config: dict[str, Any]
     metrics: dict[str, Any]
-    epochs: int
+    epochs: int  # whole epochs trained
     error: str | None = None
+    #: Optimizer steps trained (None: not reported, as by a plain train loop that does not say).
+    steps: int | None = None
+
+    def progress(self, time_unit: str) -> int:
+        """How far the trial trained, in the scheduler's ``time_unit`` (``epoch`` or ``step``)."""
+        return (self.steps or 0) if time_unit == "step" else self.epochs
+
+
+def trained(reports: Any) -> tuple[int, int | None]:
+    """The whole epochs and the optimizer steps (None when never reported) that ``reports`` (dicts, in
+    order) show trained: their largest ``epoch`` and ``step``."""
+    epochs = [r["epoch"] for r in reports if is_number(r.get("epoch"))]
+    steps = [r["step"] for r in reports if is_number(r.get("step"))]
+    return (int(max(epochs)) if epochs else 0), (int(max(steps)) if steps else None)
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,11 @@ class SweepResult:
     trials: tuple[TrialRecord, ...]
     best: TrialRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_unit(self) -> str:
+        """What ``max_t`` and the trials' progress count: ``epoch`` or ``step``."""
+        return str(self.extra.get("time_unit", "epoch"))
 
     @property
     def interrupted(self) -> bool:
@@ -91,9 +111,10 @@ class SweepResult:
         ranked = rank_trials(self.trials, self.metric, self.mode)
         rows = ranked[:top]
         keys = sorted({k for t in rows for k in t.config})
-        header = ["rank", "trial", "status", "epochs", self.metric, *keys]
+        header = ["rank", "trial", "status", f"{self.time_unit}s", self.metric, *keys]
         table = [header] + [
-            [str(i + 1), t.trial_id, t.status, str(t.epochs), format_value(t.metrics.get(self.metric)),
+            [str(i + 1), t.trial_id, t.status, str(t.progress(self.time_unit)),
+             format_value(t.metrics.get(self.metric)),
              *(format_value(t.config.get(k)) for k in keys)]
             for i, t in enumerate(rows)
         ]
@@ -143,27 +164,29 @@ _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
 
 
 def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
-            unfinished: set[str] | frozenset[str] = frozenset()) -> SweepResult:
+            unfinished: set[str] | frozenset[str] = frozenset(), time_unit: str = "epoch") -> SweepResult:
     """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
-    ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``)."""
+    ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``);
+    ``max_t`` counts ``time_unit``s."""
     trials = []
     for r in result_grid:
         history = r.metrics_dataframe
         last = dict(r.metrics or {})
         trial_id = last.get("trial_id") or _trial_id_from_path(r.path)
-        epochs = int(last.get("epoch", 0)) if last else 0
-        if history is not None and "epoch" in getattr(history, "columns", []):
-            epochs = int(history["epoch"].max())
+        reports = history.to_dict("records") if history is not None else []
+        epochs, steps = trained([*reports, last])
         error = None if r.error is None else one_line_error(r.error)
+        metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
+        record = TrialRecord(trial_id, "stopped", plain(r.config or {}), plain(metrics), epochs, error, steps)
         if error:
             status = "failed"
         elif trial_id in unfinished:
             status = "interrupted"
         else:
-            status = "completed" if epochs >= max_t else "stopped"
-        metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
-        trials.append(TrialRecord(trial_id, status, plain(r.config or {}), plain(metrics), epochs, error))
-    return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode))
+            status = "completed" if record.progress(time_unit) >= max_t else "stopped"
+        trials.append(replace(record, status=status))
+    return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode),
+                       {"time_unit": time_unit})
 
 
 def _trial_id_from_path(path: str | None) -> str:

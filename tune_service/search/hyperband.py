@@ -119,7 +119,7 @@ class ResumedHyperBand(WaitingHyperBand):
             super().on_trial_add(tune_controller, trial)
         brackets = {id(bracket): bracket for bracket, _ in self._trial_info.values()}
         for bracket in brackets.values():
-            replay_bracket(bracket, self._recorded, self._metric, self._metric_op, self._max_t_attr)
+            replay_bracket(bracket, self._recorded, self._metric, self._metric_op, self._max_t_attr, self._time_attr)
         # A trial halved out just before the crash, whose stop the saved state had not caught up with:
         # it would wait, pending, for a bracket that no longer holds it.
         for trial in held:
@@ -143,7 +143,7 @@ def creation_index(trial: Trial) -> int:
 
 
 def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, metric_op: float,
-                   max_t: int) -> None:
+                   max_t: int, time_attr: str = TIME_ATTR) -> None:
     """Bring ``bracket``, freshly filled with its restored trials, to the state it had when the driver died.
 
     Each halving the recorded results show to have happened is made again (the same trials compared at
@@ -154,7 +154,7 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
     results = {t: recorded[t.trial_id].results if t.trial_id in recorded else () for t in bracket.current_trials()}
 
     def at_milestone(trial: Trial) -> dict | None:
-        return next((r for r in results[trial] if r.get(TIME_ATTR, 0) >= bracket._cumul_r), None)
+        return next((r for r in results[trial] if r.get(time_attr, 0) >= bracket._cumul_r), None)
 
     while bracket._halves > 0:
         reached = {t: at_milestone(t) for t in bracket.current_trials()}
@@ -162,7 +162,8 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
             if result is None and trial.status in _ENDED:  # ended before the milestone: it left then
                 bracket.cleanup_trial(trial)
                 del reached[trial]
-        if not reached or None in reached.values() or not (bracket.filled() or _halved(bracket, results, max_t)):
+        if not reached or None in reached.values() or not (bracket.filled() or _halved(bracket, results, max_t,
+                                                                                       time_attr)):
             break  # the halving is still to come
         bracket._live_trials.update(reached)
         _, stopped = bracket.successive_halving(metric, metric_op)
@@ -176,14 +177,14 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
             bracket._live_trials[trial] = again[-1] if again else None
 
 
-def _halved(bracket: _Bracket, results: Mapping[Trial, tuple], max_t: int) -> bool:
+def _halved(bracket: _Bracket, results: Mapping[Trial, tuple], max_t: int, time_attr: str) -> bool:
     """Whether a bracket that never filled was halved at its current milestone anyway (Ray halves it
     once no trial is left running): a trial went past the milestone, or one ended there."""
     milestone = bracket._cumul_r
     for trial, reported in results.items():
-        epochs = [r.get(TIME_ATTR, 0) for r in reported]
-        if any(e > milestone for e in epochs):
+        times = [r.get(time_attr, 0) for r in reported]
+        if any(t > milestone for t in times):
             return True
-        if trial.status == Trial.TERMINATED and epochs and epochs[-1] == milestone < max_t:
+        if trial.status == Trial.TERMINATED and times and times[-1] == milestone < max_t:
             return True
     return False

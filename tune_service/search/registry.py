@@ -1,8 +1,8 @@
 """Names in the spec -> Ray Tune searchers and schedulers, imported lazily.
 
 Each searcher gets its space built natively by :mod:`tune_service.search.spaces`. Metric and mode are set once
-on ``TuneConfig`` and reach the searcher and scheduler from there. The epoch (``time_attr``) is the
-schedulers' clock, so ``max_t`` and ``grace_period`` are counted in epochs.
+on ``TuneConfig`` and reach the searcher and scheduler from there. The epoch, or the optimizer step
+(``scheduler.time_unit``), is the schedulers' clock (``time_attr``): ``max_t`` and ``grace_period`` count it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from tune_service.errors import Problem, SpecError
-from tune_service.experiment.layout import TIME_ATTR
 from tune_service.search import spaces
 from tune_service.spec import SweepSpec
 
@@ -51,7 +50,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     if s.type == "fifo":
         return FIFOScheduler()
     if s.type == "asha":
-        asha_args = dict(time_attr=TIME_ATTR, max_t=s.max_t, grace_period=s.grace_period,
+        asha_args = dict(time_attr=s.time_attr, max_t=s.max_t, grace_period=s.grace_period,
                          reduction_factor=s.reduction_factor)
         if recorded is not None:
             from tune_service.search.replay import ResumedASHA
@@ -60,7 +59,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
         return ASHAScheduler(**asha_args)
     from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
 
-    hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=TIME_ATTR, max_t=s.max_t,
+    hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t,
                           reduction_factor=s.reduction_factor)
     if recorded is not None:
         return ResumedHyperBand(recorded, **hyperband_args)

@@ -23,29 +23,32 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler
 
 from tune_service.experiment.checkpoints import checkpointed_report
-from tune_service.experiment.layout import TIME_ATTR
-from tune_service.experiment.layout import read_trial_results, trial_results_files
+from tune_service.experiment.layout import TIME_ATTR, read_trial_results, trial_results_files
 
 
 @dataclass(frozen=True)
 class RecordedTrial:
-    """What one trial reported before the driver stopped, and the epoch of its latest checkpoint."""
+    """What one trial reported before the driver stopped, and the time (epoch or step, the scheduler's
+    ``time_attr``) of its latest checkpoint."""
 
     results: tuple[dict[str, Any], ...]
-    checkpoint_epoch: int = 0  # 0: no checkpoint, a resumed attempt starts at epoch 1
+    checkpoint_time: float = 0  # 0: no checkpoint, a resumed attempt starts from the beginning
+    time_attr: str = TIME_ATTR
 
     def reported_once(self, resumes: bool) -> tuple[dict[str, Any], ...]:
         """The results the scheduler saw and will not see again: all of a trial that ended; of a trial
-        that resumes, those before its checkpoint's epoch."""
+        that resumes, those before its checkpoint's time."""
         if not resumes:
             return self.results
-        return tuple(r for r in self.results if r.get(TIME_ATTR, 0) < self.checkpoint_epoch)
+        return tuple(r for r in self.results if r.get(self.time_attr, 0) < self.checkpoint_time)
 
 
-def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None) -> dict[str, RecordedTrial]:
+def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None,
+                  time_attr: str = TIME_ATTR) -> dict[str, RecordedTrial]:
     """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
     (the last one of a file) is skipped. ``storage``: the experiment's (pyarrow filesystem, path) where
-    the trials' checkpoints are, when not in ``experiment_dir`` (remote storage, whose local mirror has none)."""
+    the trials' checkpoints are, when not in ``experiment_dir`` (remote storage, whose local mirror has none);
+    ``time_attr``: the report key the scheduler counts (``epoch`` or ``step``)."""
     recorded = {}
     for result_file in trial_results_files(experiment_dir):
         results = tuple(read_trial_results(result_file))
@@ -54,7 +57,7 @@ def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None) 
         trial = result_file.parent
         stored = (f"{storage[1]}/{trial.name}", storage[0]) if storage else (str(trial),)
         checkpoint = checkpointed_report(*stored) or {}
-        recorded[results[0]["trial_id"]] = RecordedTrial(results, int(checkpoint.get(TIME_ATTR, 0)))
+        recorded[results[0]["trial_id"]] = RecordedTrial(results, checkpoint.get(time_attr, 0), time_attr)
     return recorded
 
 

@@ -49,13 +49,15 @@ class Bracket:
 
 @dataclass(frozen=True)
 class Schedule:
-    """What the scheduler is expected to do with ``num_trials`` trials."""
+    """What the scheduler is expected to do with ``num_trials`` trials. Its rungs and ``max_t`` count
+    ``unit``s (epochs, or optimizer steps: ``scheduler.time_unit``); so do its ``*_epochs`` then."""
 
     scheduler: str
     num_trials: int
     max_t: int
     brackets: tuple[Bracket, ...]
     exact: bool
+    unit: str = "epoch"
 
     @property
     def trial_epochs(self) -> float:
@@ -82,20 +84,22 @@ class Schedule:
         lines = []
         for i, bracket in enumerate(self.brackets):
             label = f"bracket {i + 1}: " if len(self.brackets) > 1 else ""
-            steps = " -> ".join(f"epoch {r.epoch}: {count(r.trials)}" for r in bracket.rungs)
+            steps = " -> ".join(f"{self.unit} {r.epoch}: {count(r.trials)}" for r in bracket.rungs)
             lines.append(f"{label}{steps} trial(s)")
         return lines
 
 
 def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = False) -> Schedule:
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
+    unit = scheduler.time_unit
     if scheduler.type == "fifo":
         brackets = (Bracket((Rung(scheduler.max_t, num_trials),)),)
-        return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True)
+        return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit)
     if scheduler.type == "asha":
-        return Schedule("asha", num_trials, scheduler.max_t, (_asha_bracket(scheduler, num_trials),), exact=False)
+        return Schedule("asha", num_trials, scheduler.max_t, (_asha_bracket(scheduler, num_trials),), exact=False,
+                        unit=unit)
     brackets = _hyperband_brackets(scheduler.max_t, scheduler.reduction_factor, num_trials, bohb)
-    return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True)
+    return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True, unit=unit)
 
 
 def _asha_bracket(s: SchedulerSpec, num_trials: int) -> Bracket:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.rules import Checker
-from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, SweepSpec
+from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, SweepSpec
 from tune_service.spec.training import (
     AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES,
 )
@@ -95,6 +95,7 @@ TYPES: dict[str, dict] = {
     "scheduler.max_t": _integer(1),
     "scheduler.grace_period": _integer(1),
     "scheduler.reduction_factor": _number(exclusiveMinimum=1),
+    "scheduler.time_unit": _choice(TIME_UNITS),
     "resources.workers": _integer(1),
     "resources.cpus_per_worker": _number(exclusiveMinimum=0),
     "resources.gpus_per_worker": _number(minimum=0),
@@ -117,6 +118,7 @@ TYPES: dict[str, dict] = {
     "training.deterministic": _boolean(),
     "training.profile": {"anyOf": [{"type": "boolean"}, _integer(0)]},
     "training.oom_retry": _boolean(),
+    "training.report_every_steps": _integer(0),
     "training.checkpoint_every": _integer(0),
     "training.ddp.bucket_cap_mb": _number(exclusiveMinimum=0),
     "training.ddp.gradient_as_bucket_view": _boolean(),
@@ -183,12 +185,14 @@ DESCRIPTIONS: dict[str, str] = {
     "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
                       "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
                       "the only choice with method bohb) or fifo (no early stopping).",
-    "scheduler.max_t": "Every trial's epoch budget: the epochs a trial runs when it is never stopped "
-                       "(for fifo too).",
-    "scheduler.grace_period": "The epochs every trial runs before it can be stopped: the first rung, at most "
-                              "max_t.",
+    "scheduler.max_t": "Every trial's budget in time_unit: the epochs (or steps) a trial runs when it is "
+                       "never stopped (for fifo too).",
+    "scheduler.grace_period": "The epochs (or steps, by time_unit) every trial runs before it can be stopped: "
+                              "the first rung, at most max_t.",
     "scheduler.reduction_factor": "The factor between rungs: about one in reduction_factor trials that "
                                   "reach a rung goes on to the next.",
+    "scheduler.time_unit": "What max_t, grace_period and the rungs count: epoch, or step (optimizer steps, "
+                           "for epochs too long to wait for; see training.report_every_steps).",
     "resources.workers": "The number of DDP ranks of one trial.",
     "resources.cpus_per_worker": "CPUs reserved for each rank (may be fractional).",
     "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; may be fractional).",
@@ -226,8 +230,10 @@ DESCRIPTIONS: dict[str, str] = {
                         f"true for {DEFAULT_PROFILE_STEPS} steps, or this many steps (false or 0: off).",
     "training.oom_retry": "On out-of-memory, retry the trial from its last checkpoint at half the per-rank "
                           "batch and twice the accumulation (the same effective batch).",
-    "training.checkpoint_every": "Epochs between the checkpoints rank 0 saves, the last epoch always "
-                                 "included (0: none).",
+    "training.report_every_steps": "Validate and report every this many optimizer steps instead of at each "
+                                   "epoch's end (0: at each epoch's end); needs scheduler.time_unit step.",
+    "training.checkpoint_every": "Reports (epochs, or report_every_steps steps) between the checkpoints rank 0 "
+                                 "saves, the last one always included (0: none).",
     "training.ddp": "Settings passed to DistributedDataParallel as they are.",
     "training.ddp.bucket_cap_mb": "The size of DDP's gradient all-reduce buckets, in megabytes.",
     "training.ddp.gradient_as_bucket_view": "Gradients as views into DDP's all-reduce buckets, which saves "

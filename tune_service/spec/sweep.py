@@ -22,6 +22,8 @@ from tune_service.spec.wandb import WandbSettings
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb")
 GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
+#: What the scheduler counts a trial's progress in; each is also the key of every report that holds it.
+TIME_UNITS = ("epoch", "step")
 
 #: W&B keys that describe how W&B's own agent launches a program. We read them and say we do not run them.
 WANDB_AGENT_KEYS = ("program", "command")
@@ -46,12 +48,19 @@ class MetricSpec:
 
 @dataclass(frozen=True)
 class SchedulerSpec:
-    """Early stopping. ``max_t`` is every trial's epoch budget (also for FIFO)."""
+    """Early stopping. ``max_t`` is every trial's budget (also for FIFO) and ``grace_period`` its first
+    rung, both counted in ``time_unit``: epochs, or optimizer steps (for long epochs)."""
 
     type: str
     max_t: int = 10
     grace_period: int = 1
     reduction_factor: float = 3
+    time_unit: str = "epoch"
+
+    @property
+    def time_attr(self) -> str:
+        """The report key the scheduler reads a trial's progress from (``epoch`` or ``step``)."""
+        return self.time_unit
 
 
 @dataclass(frozen=True)

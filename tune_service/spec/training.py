@@ -78,7 +78,10 @@ class TrainingSettings:
       (0: off), written into the trial's directory.
     - ``oom_retry``: on out-of-memory, retry the trial at half the per-rank batch and twice the
       accumulation (same effective batch), from its last checkpoint, until the micro-batch is 1.
-    - ``checkpoint_every``: rank 0 saves a checkpoint every this many epochs and at the last one (0: never).
+    - ``report_every_steps``: validate and report every this many optimizer steps instead of at each
+      epoch's end (0: at each epoch's end); needs the scheduler's time unit ``step``.
+    - ``checkpoint_every``: rank 0 saves a checkpoint at every this many reports (epochs, or
+      ``report_every_steps`` steps) and at the last one (0: never).
     """
 
     precision: str = AUTO
@@ -96,6 +99,7 @@ class TrainingSettings:
     deterministic: bool = False
     profile_steps: int = 0
     oom_retry: bool = False
+    report_every_steps: int = 0
     checkpoint_every: int = 1
     ddp: DDPSettings = field(default_factory=DDPSettings)
 

@@ -17,7 +17,7 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
-    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
+    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
     MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
 )
 from tune_service.spec.training import (
@@ -41,7 +41,7 @@ RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec))
 TRAINING_KEYS = (
     "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "warmup_steps", "schedule",
     "clip_grad_norm", "sync_batchnorm", "num_workers", "pin_memory", "compile", "deterministic", "profile",
-    "oom_retry", "checkpoint_every", "ddp",
+    "oom_retry", "report_every_steps", "checkpoint_every", "ddp",
 )
 SCHEDULE_KEYS = tuple(f.name for f in fields(ScheduleSettings))
 DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
@@ -79,6 +79,10 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
                            method)
     resources = _resources(check, raw.get("resources", {}))
     training = _training(check, raw.get("training", {}), resources)
+    if training.report_every_steps and scheduler.time_unit != "step":
+        check.fail("training.report_every_steps", f"needs scheduler.time_unit: step (the scheduler's rungs and "
+                   f"max_t then count optimizer steps), got {training.report_every_steps} with time_unit "
+                   f"{scheduler.time_unit}")
     seed = check.integer("seed", raw.get("seed", 0), minimum=0)
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
@@ -192,7 +196,9 @@ def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
         check.fail("scheduler.grace_period", f"must be <= scheduler.max_t ({max_t}), got {grace}")
     eta = check.at_least("scheduler.reduction_factor", check.number("scheduler.reduction_factor",
                          raw.get("reduction_factor", d.reduction_factor)), 1, strictly=True)
-    return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor)
+    unit = check.choice("scheduler.time_unit", raw.get("time_unit", d.time_unit), TIME_UNITS)
+    return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor,
+                         time_unit=unit or d.time_unit)
 
 
 def _failure(check: Checker, raw: Any) -> FailureSpec:
@@ -295,6 +301,7 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
         deterministic=check.boolean("training.deterministic", get("deterministic", d.deterministic)),
         profile_steps=profile_steps,
         oom_retry=check.boolean("training.oom_retry", get("oom_retry", d.oom_retry)),
+        report_every_steps=check.integer("training.report_every_steps", get("report_every_steps", 0), minimum=0),
         checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
         ddp=_ddp(check, get("ddp", {})),
     )

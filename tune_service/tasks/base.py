@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 
 #: What the shared loop reports every epoch for every task, beside ``val_<name>`` per task metric.
-LOOP_REPORTS = ("epoch", "train_loss", "val_loss", "world_size", "batch_per_rank", "grad_accum_steps",
+LOOP_REPORTS = ("epoch", "step", "train_loss", "val_loss", "world_size", "batch_per_rank", "grad_accum_steps",
                 "global_batch", "lr", "precision", "epoch_time_s")
 #: The hyperparameters the shared loop reads for every task (and any argument of the torch optimizer
 #: the config names: betas, eps, nesterov, ...; see tune_service.tasks.optimizers).

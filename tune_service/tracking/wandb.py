@@ -50,9 +50,9 @@ def _is_better(value: float, best: float | None, mode: str) -> bool:
 class _TrialRun:
     run_id: str
     run: Any = None
-    last_epoch: int = 0
+    last_time: int = 0
     best: float | None = None
-    best_epoch: int | None = None
+    best_time: int | None = None
     described: bool = False  # the first result's settings (precision, world size) are in the config
     checkpoint_path: str | None = None  # the latest checkpoint reported with a result
 
@@ -65,18 +65,21 @@ class WandbTracker(DriverCallback):
         mode: ``online`` or ``offline`` (resolved; ``disabled`` never builds a tracker).
         experiment: the experiment's name (run ids derive from it).
         experiment_dir: where offline runs are written (``experiment_dir/wandb``).
-        metric, metric_mode, max_t: the sweep's metric, ``min``/``max``, and the epochs of a full trial.
+        metric, metric_mode, max_t: the sweep's metric, ``min``/``max``, and the epochs of a full trial
+            (or its steps, when ``time_attr`` is ``step``).
+        time_attr: the report key that counts a trial's progress (``epoch`` or ``step``): each run's
+            wandb step, so a resumed trial continues its curve.
         key_parameters: the searched parameters, named in run names.
         trial_config: what every trial's config also holds (resources, training settings).
     """
 
     def __init__(self, settings: WandbSettings, mode: str, *, experiment: str, experiment_dir: str | os.PathLike,
                  metric: str, metric_mode: str, max_t: int, key_parameters: list[str],
-                 trial_config: Mapping[str, Any]):
+                 trial_config: Mapping[str, Any], time_attr: str = "epoch"):
         super().__init__(f"{experiment}/wandb")
         self.settings, self.mode, self.experiment = settings, mode, experiment
         self.experiment_dir = Path(experiment_dir)
-        self.metric, self.metric_mode, self.max_t = metric, metric_mode, max_t
+        self.metric, self.metric_mode, self.max_t, self.time_attr = metric, metric_mode, max_t, time_attr
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
         self._writer = OrderedWriter()
@@ -115,7 +118,7 @@ class WandbTracker(DriverCallback):
         state = self._runs[trial_id] = _TrialRun(run_id(self.experiment, trial_id))
         # A trial resumed from an earlier session: its run already holds the epochs Tune recorded, and
         # the best value so far is in Tune's restored analysis of the metric.
-        state.last_epoch = int((trial.last_result or {}).get("epoch", 0) or 0)
+        state.last_time = int((trial.last_result or {}).get(self.time_attr, 0) or 0)
         state.best = (getattr(trial, "metric_analysis", {}) or {}).get(self.metric, {}).get(self.metric_mode)
         config = {**plain(dict(trial.config or {})), **self.trial_config, "trial_id": trial_id}
         name = run_name(trial_number(trial), trial_id, trial.config or {}, self.key_parameters)
@@ -130,15 +133,15 @@ class WandbTracker(DriverCallback):
         if state is None:
             return
         metrics = trial_metrics(result)
-        epoch = int(metrics.get("epoch", result.get("training_iteration", state.last_epoch + 1)))
-        if epoch <= state.last_epoch:  # an epoch reported again after a resume: it is in the run already
+        time = int(metrics.get(self.time_attr, result.get("training_iteration", state.last_time + 1)))
+        if time <= state.last_time:  # a report made again after a resume: it is in the run already
             return
-        state.last_epoch = epoch
+        state.last_time = time
         state.checkpoint_path = _reported_checkpoint(trial, result) or state.checkpoint_path
         value = metrics.get(self.metric)
         if isinstance(value, (int, float)) and _is_better(float(value), state.best, self.metric_mode):
-            state.best, state.best_epoch = float(value), epoch
-        best, best_epoch = state.best, state.best_epoch
+            state.best, state.best_time = float(value), time
+        best, best_time = state.best, state.best_time
         settings = None
         if not state.described:  # what the trial chose at run time (precision auto -> bf16, ...)
             state.described = True
@@ -148,17 +151,17 @@ class WandbTracker(DriverCallback):
         def write() -> None:
             if settings:
                 state.run.config.update(settings, allow_val_change=True)
-            state.run.log(metrics, step=epoch)  # epoch is the step: a resumed trial continues its curve
+            state.run.log(metrics, step=time)  # the epoch (or step) is wandb's: a resumed trial continues its curve
             if best is not None:
                 state.run.summary[f"best_{self.metric}"] = best
-                state.run.summary["best_epoch"] = best_epoch
+                state.run.summary[f"best_{self.time_attr}"] = best_time
 
         self._writer.submit(state.run_id, "log", write)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         state = self._runs.get(trial.trial_id)
         if state is not None:
-            status = "completed" if state.last_epoch >= self.max_t else "stopped"
+            status = "completed" if state.last_time >= self.max_t else "stopped"
             self._finish(trial, state, status, None)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -168,16 +171,16 @@ class WandbTracker(DriverCallback):
 
     def _finish(self, trial: Any, state: _TrialRun, status: str, error: str | None) -> None:
         checkpoint = state.checkpoint_path if self.settings.log_checkpoints else None
-        epochs = state.last_epoch
+        trained, unit = state.last_time, f"{self.time_attr}s"
         del self._runs[trial.trial_id]
 
         def finish() -> None:
             run = state.run
-            run.summary.update({"status": status, "epochs": epochs, **({"error": error} if error else {})})
+            run.summary.update({"status": status, unit: trained, **({"error": error} if error else {})})
             if status == "stopped":
                 run.tags = tuple(run.tags or ()) + ("stopped-early",)
             if checkpoint is not None:
-                run.log_artifact(model_artifact(state.run_id, checkpoint, epochs, trial.trial_id))
+                run.log_artifact(model_artifact(state.run_id, checkpoint, {self.time_attr: trained}, trial.trial_id))
             run.finish(exit_code=1 if status == "failed" else 0)  # failed runs show as failed in wandb
 
         self._writer.submit(state.run_id, "finish", finish)
@@ -211,7 +214,7 @@ class WandbTracker(DriverCallback):
         sweep appends to them."""
         for trial_id, state in list(self._runs.items()):
             def finish(state: _TrialRun = state) -> None:
-                state.run.summary.update({"status": "interrupted", "epochs": state.last_epoch})
+                state.run.summary.update({"status": "interrupted", f"{self.time_attr}s": state.last_time})
                 state.run.finish()
 
             self._writer.submit(state.run_id, "finish", finish)
@@ -238,7 +241,7 @@ def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike
     return WandbTracker(settings, mode, experiment=experiment, experiment_dir=experiment_dir,
                         metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
                         key_parameters=[p.name for p in spec.parameters if p.is_searched],
-                        trial_config=trial_config)
+                        trial_config=trial_config, time_attr=spec.scheduler.time_attr)
 
 
 def _reported_checkpoint(trial: Any, result: dict) -> str | None:

@@ -2,7 +2,8 @@
 
 A checkpoint is a directory holding ``state.pt``: the *unwrapped* model's state dict (no ``module.``
 prefix, so it loads into a plain non-DDP model), the optimizer's and the GradScaler's state, the last
-finished epoch, and the trial's hyperparameters. It is read with ``torch.load(weights_only=True)``, which
+finished epoch (and the batches of the next one trained, for a checkpoint taken mid-epoch), the optimizer
+steps, and the trial's hyperparameters. It is read with ``torch.load(weights_only=True)``, which
 cannot run code. Using the sweep's best model elsewhere is one call::
 
     model = MyTask().model(config)
@@ -24,8 +25,9 @@ STATE_FILE = "state.pt"
 
 def save_checkpoint(directory: str | os.PathLike, *, model: nn.Module, optimizer: torch.optim.Optimizer,
                     scaler: torch.amp.GradScaler, epoch: int, meta: Mapping[str, Any], step: int | None = None,
-                    scheduler: Mapping[str, Any] | None = None) -> Path:
-    """Write the checkpoint of the finished ``epoch`` into ``directory`` (call on rank 0 only).
+                    scheduler: Mapping[str, Any] | None = None, epoch_batches: int = 0) -> Path:
+    """Write the checkpoint of ``epoch`` whole epochs and ``epoch_batches`` batches of the next into
+    ``directory`` (call on rank 0 only).
 
     ``model`` must be the plain module (see :func:`tune_service.training.wrapping.unwrap`); ``step`` is
     the optimizer steps taken so far (where the lr schedule resumes), ``scheduler`` the state of a task's
@@ -38,6 +40,7 @@ def save_checkpoint(directory: str | os.PathLike, *, model: nn.Module, optimizer
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict(),
         "epoch": int(epoch),
+        "epoch_batches": int(epoch_batches),
         "step": step,
         "scheduler": dict(scheduler) if scheduler is not None else None,
         "meta": dict(meta),

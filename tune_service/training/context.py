@@ -30,8 +30,9 @@ class TrainContext(Protocol):
     def restored_state(self) -> dict[str, Any] | None:
         """The latest checkpoint's state (see :mod:`~tune_service.training.checkpoint`), or ``None``."""
 
-    def checkpoint_dir(self, epoch: int) -> Path:
-        """A new directory for rank 0 to write the checkpoint of ``epoch`` into, then pass to ``report``."""
+    def checkpoint_dir(self, name: str) -> Path:
+        """A new directory for rank 0 to write a checkpoint into, then pass to ``report``. ``name`` says
+        where in the trial it is (``epoch_0003``, ``step_00001200``)."""
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         """Report one epoch, called by every rank; rank 0 passes the checkpoint (others ``None``). The
@@ -71,8 +72,8 @@ class RayTrainContext:
                 continue
         return None
 
-    def checkpoint_dir(self, epoch: int) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
+    def checkpoint_dir(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"tune_service_{name}_"))
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray.train
@@ -87,7 +88,7 @@ class RayTrainContext:
 
 class LocalContext:
     """A context without Ray. Reports are kept in ``reports``; checkpoints are written to
-    ``output_dir/checkpoints/epoch_NNNN`` (discarded without an ``output_dir``), and the latest complete
+    ``output_dir/checkpoints/epoch_NNNN`` (``step_NNNNNNNN`` mid-epoch) (discarded without an ``output_dir``), and the latest complete
     one is what a new run resumes from."""
 
     def __init__(self, device: torch.device | str = "cpu", output_dir: str | Path | None = None):
@@ -103,14 +104,15 @@ class LocalContext:
     def restored_state(self) -> dict[str, Any] | None:
         root = self._checkpoint_root
         # Only directories whose state file was written to the end (see save_checkpoint) count.
-        saved = sorted(root.glob(f"epoch_*/{STATE_FILE}")) if root is not None and root.is_dir() else []
+        # A trial's checkpoints are all epoch_* or all step_*, numbered with leading zeros: the last is the latest.
+        saved = sorted(root.glob(f"*/{STATE_FILE}")) if root is not None and root.is_dir() else []
         return load_state(saved[-1].parent, map_location=self.device) if saved else None
 
-    def checkpoint_dir(self, epoch: int) -> Path:
+    def checkpoint_dir(self, name: str) -> Path:
         root = self._checkpoint_root
         if root is None:
-            return Path(tempfile.mkdtemp(prefix=f"tune_service_epoch{epoch}_"))
-        return root / f"epoch_{epoch:04d}"
+            return Path(tempfile.mkdtemp(prefix=f"tune_service_{name}_"))
+        return root / name
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         self.reports.append(dict(metrics))

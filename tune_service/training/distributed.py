@@ -45,6 +45,12 @@ def rank_epoch_seed(seed: int, rank: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, rank, epoch]).generate_state(1)[0])
 
 
+def rank_step_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of what ``rank`` draws after a report in the middle of an epoch, at optimizer step
+    ``step``: a trial resumed from that report's checkpoint draws what it would have drawn."""
+    return int(np.random.SeedSequence([seed, rank, step, 1]).generate_state(1)[0])
+
+
 def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     """Sum a tensor of per-rank totals over all ranks (in place; a no-op without a process group).
 

@@ -1,5 +1,5 @@
 """The shared train loop that runs on every rank of a trial: ``fit()`` with ``train_one_epoch()`` and
-``evaluate()``, reporting per-epoch metrics and a checkpoint.
+``evaluate()``, reporting metrics and a checkpoint every epoch (or every N optimizer steps).
 
 ``fit`` is the ``train_loop_per_worker`` of every trial that uses a :class:`~tune_service.tasks.Task`.
 Ray Train has already started the process group (gloo on CPU, NCCL on GPU) when it is called; under
@@ -14,11 +14,12 @@ metrics reduced as sums over all ranks, rank-0 checkpoints of the unwrapped mode
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -30,7 +31,8 @@ from tune_service.training.context import RayTrainContext, TrainContext
 from tune_service.training.batches import count_samples, move_to_device
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import (
-    RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, seed_everything,
+    RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, rank_step_seed,
+    seed_everything,
 )
 from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_finite_losses
@@ -47,7 +49,8 @@ class TrialConfig:
 
     task: ResolvedTask
     hparams: Mapping[str, Any]
-    epochs: int
+    #: Whole epochs to train (the scheduler's ``max_t`` when its time unit is the epoch).
+    epochs: int | None
     seed: int
     settings: TrainingSettings = field(default_factory=TrainingSettings)
     #: CPUs each rank was given (DataLoader workers are sized from it, not from the machine).
@@ -57,6 +60,14 @@ class TrialConfig:
     #: The Ray Train run's directory in the experiment's storage, where its checkpoints are (local or
     #: shared paths only): what a restarted worker group resumes from if Ray Train hands it none.
     checkpoint_root: str | None = None
+    #: Optimizer steps to train instead of ``epochs`` (the scheduler's ``max_t`` when its time unit is
+    #: the step); reports are then counted in steps.
+    max_steps: int | None = None
+
+    def __post_init__(self):
+        if (self.epochs is None) == (self.max_steps is None):
+            raise ValueError(f"a trial trains for epochs or for max_steps, one of them: got epochs={self.epochs!r}, "
+                             f"max_steps={self.max_steps!r}")
 
 
 @dataclass
@@ -79,9 +90,14 @@ class TrainingRun:
     schedule_interval: str
     clip_grad_norm: float
     seed: int
-    epochs_done: int = 0  # epochs finished before this run started (restored from a checkpoint)
+    #: Optimizer steps per epoch on every rank (None: an iterable training set without a length).
+    steps_per_epoch: int | None = None
+    epochs_done: int = 0  # whole epochs trained (restored from a checkpoint, then counted)
+    epoch_batches: int = 0  # batches of the epoch after those already trained (a mid-epoch checkpoint's)
     steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the schedule)
     lr: float = 0.0  # the lr of the latest optimizer step (the first group's)
+    #: ``[loss_sum, samples]`` of this rank's training since the last report, on the device.
+    train_totals: torch.Tensor | None = None
 
 
 def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
@@ -105,10 +121,10 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     model = prepare_model(task.model(hparams), device, ranks.world_size, settings, task.ddp_comm_hook())
     scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
     optimizer, task_scheduler = _optimizer_of(task, model.plain, hparams, float(hparams["lr"]) * scale)
-    schedule = None if task_scheduler is not None else _schedule(settings, steps, config.epochs, scale)
+    schedule = None if task_scheduler is not None else _schedule(settings, steps, config, scale)
     run = TrainingRun(task, hparams, ranks, model, optimizer, precision.scaler(), precision, device, loaders,
                       schedule, task_scheduler, settings.schedule.interval, settings.clip_grad_norm, config.seed,
-                      lr=optimizer.param_groups[0]["lr"])
+                      steps_per_epoch=steps, lr=optimizer.param_groups[0]["lr"])
     state = context.restored_state()
     if state is not None:
         model.plain.load_state_dict(state["model"])
@@ -118,6 +134,7 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
         if task_scheduler is not None and state.get("scheduler"):
             task_scheduler.load_state_dict(state["scheduler"])
         run.epochs_done = int(state["epoch"])
+        run.epoch_batches = int(state.get("epoch_batches") or 0)  # absent before reports by steps existed
         step = state.get("step")  # absent from the checkpoints of earlier versions
         run.steps_done = int(step) if step is not None else run.epochs_done * (steps or 0)
         run.lr = optimizer.param_groups[0]["lr"]
@@ -136,30 +153,49 @@ def _optimizer_of(task: Task, model: nn.Module, hparams: Mapping[str, Any], lr: 
     return optimizer, scheduler
 
 
-def _schedule(settings: TrainingSettings, steps: int | None, epochs: int, scale: float) -> LearningRateSchedule:
-    """The spec's warm-up and schedule over the trial's ``epochs`` of ``steps`` optimizer steps each."""
+def _schedule(settings: TrainingSettings, steps: int | None, config: TrialConfig, scale: float) -> LearningRateSchedule:
+    """The spec's warm-up and schedule over the trial's epochs of ``steps`` optimizer steps each (or its
+    ``max_steps``)."""
     plain = settings.schedule.name == "constant" and not settings.warmup_epochs
     if steps is None and not plain:
         raise ValueError(f"training.schedule {settings.schedule.name!r} and warmup_epochs need the length of an "
                          f"epoch: give the iterable training set a __len__")
     steps = steps or 1
     warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
-    return LearningRateSchedule.for_trial(settings.schedule, steps, epochs, warmup, scale)
+    total = config.max_steps if config.max_steps is not None else steps * config.epochs
+    return LearningRateSchedule.for_trial(settings.schedule, steps, total, warmup, scale)
 
 
 def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> torch.Tensor:
-    """One pass over this rank's shard. Returns ``[loss_sum, samples]`` for this rank, on the device.
+    """One pass over this rank's shard. Returns ``[loss_sum, samples]`` for this rank, on the device."""
+    run.train_totals = torch.zeros(2, device=run.device, dtype=torch.float64)
+    for _ in train_steps(run, epoch, profiler):
+        pass
+    return run.train_totals
 
-    Losses are accumulated detached and on the device: no host sync per step, no graph kept alive.
+
+def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> Iterator[None]:
+    """Train ``epoch`` from where the run stands in it, yielding after every optimizer step (where the
+    caller may validate, report and checkpoint, then go on or stop). The batches a mid-epoch checkpoint
+    had trained are drawn and skipped, so the rest are the ones the uninterrupted epoch would train.
+
+    Losses are added to ``run.train_totals`` detached and on the device: no host sync per step, no graph
+    kept alive.
     """
     model, ddp, loaders = run.model.module, run.model.ddp, run.loaders
     model.train()
     loaders.set_epoch(epoch)
     accum = loaders.batch.grad_accum_steps
     batches = _length(loaders.train)
-    totals = torch.zeros(2, device=run.device, dtype=torch.float64)
-    index = -1
-    for index, batch in enumerate(loaders.train):
+    skip, run.epoch_batches = run.epoch_batches, 0
+    stream = iter(loaders.train) if batches is None or skip < batches else iter(())
+    for _ in itertools.islice(stream, skip):
+        pass  # drawn, not trained: samplers, workers and their augmentation stay on the same course
+    if skip:
+        seed_everything(rank_step_seed(run.seed, run.ranks.rank, run.steps_done))  # as after that report
+    totals = run.train_totals
+    index = skip - 1
+    for index, batch in enumerate(stream, start=skip):
         batch = move_to_device(batch, run.device)
         group_start = index - index % accum
         # The last group of an epoch may be shorter (its length is unknown for an iterable without one).
@@ -171,18 +207,21 @@ def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None 
             with run.precision.autocast():
                 loss, samples = _loss_and_samples(run.task.training_step(model, batch, run.hparams), batch)
             run.scaler.scale(loss / group_size).backward()
-        if steps_now:
-            _optimizer_step(run)
         totals[0] += loss.detach() * samples
         totals[1] += samples
         if profiler is not None:
             profiler.step()
+        if steps_now:
+            _optimizer_step(run)
+            run.epoch_batches = index + 1
+            yield
+            model.train()  # the caller may have validated
     if batches is None and (index + 1) % accum:
         # A stream's short last group was never all-reduced: dropped (on every rank, whose counts are equal).
         run.optimizer.zero_grad(set_to_none=True)
+    run.epochs_done, run.epoch_batches = epoch, 0
     if run.task_scheduler is not None and run.schedule_interval == "epoch":
         run.task_scheduler.step()
-    return totals
 
 
 def _optimizer_step(run: TrainingRun) -> None:
@@ -261,16 +300,21 @@ def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Pr
 
 
 def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = None) -> None:
-    """Train ``config.task`` for ``config.epochs`` epochs on this rank, reporting once per epoch.
+    """Train ``config.task`` on this rank for ``config.epochs`` epochs, reporting once per epoch, or for
+    ``config.max_steps`` optimizer steps, reporting every ``training.report_every_steps`` steps (at each
+    epoch's end when that is 0) and at the last step.
 
-    Resumes after the epoch of the context's latest checkpoint, if there is one. Reported metrics
-    (identical on every rank, reduced over all of them): ``epoch`` (1-based), ``train_loss``,
-    ``val_loss``, ``val_<metric>`` per task metric, ``world_size``, ``batch_per_rank`` (the micro-batch),
-    ``grad_accum_steps``, ``global_batch``, ``lr``, ``precision``, ``epoch_time_s``.
+    Resumes from the context's latest checkpoint, if there is one, where it was taken (in the middle of
+    an epoch too). Reported metrics (identical on every rank, reduced over all of them): ``epoch``
+    (1-based: the epochs trained, a fraction of one between an epoch's ends when the training set has a
+    length), ``step`` (optimizer steps so far), ``train_loss`` (since the last report), ``val_loss``,
+    ``val_<metric>`` per task metric, ``world_size``, ``batch_per_rank`` (the micro-batch),
+    ``grad_accum_steps``, ``global_batch``, ``lr``, ``precision``, ``epoch_time_s`` (the seconds since
+    the last report).
 
     Raises:
         TrialOutOfMemory: a rank ran out of memory; the message names the batch and the device's memory.
-        NonFiniteLoss: the epoch's training or validation loss was NaN or infinite (it is not reported).
+        NonFiniteLoss: the training or validation loss was NaN or infinite (it is not reported).
     """
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
@@ -279,23 +323,24 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     log = log_from_main_rank_only(ranks)
     device, settings = context.device, config.settings
     out_of_memory = None
-    epoch = 0
     run = None
     try:
         run = setup_run(config, context)
-        if run.epochs_done:
-            log.info("resuming at epoch %d from the checkpoint of epoch %d", run.epochs_done + 1, run.epochs_done)
-        for epoch in range(run.epochs_done + 1, config.epochs + 1):
-            metrics = _train_and_evaluate(run, epoch, settings.profile_steps if epoch == 1 else 0, context.output_dir)
-            check_finite_losses(metrics, epoch, run.precision.name)  # same on every rank: all stop together
+        if run.steps_done:
+            log.info("resuming from the checkpoint of step %d (epoch %d, batch %d)", run.steps_done,
+                     run.epochs_done + 1, run.epoch_batches)
+        for metrics, last in _training_reports(run, config, context.output_dir):
+            check_finite_losses(metrics, metrics["epoch"], run.precision.name)  # same on every rank: all stop
             meta = {"task": config.task.reference, "hparams": dict(run.hparams), "precision": run.precision.name,
                     "world_size": run.ranks.world_size, "batch": asdict(run.loaders.batch)}
-            _report(context, run, metrics, meta, _checkpoint_due(epoch, config.epochs, settings))
-            log.info("epoch %d/%d: train_loss %.4f, val_loss %.4f", epoch, config.epochs,
-                     metrics["train_loss"], metrics["val_loss"])
+            _report(context, run, metrics, meta, _due_checkpoint(run, config, last))
+            progress = (f"step {run.steps_done}/{config.max_steps}" if config.max_steps is not None
+                        else f"epoch {run.epochs_done}/{config.epochs}")
+            log.info("%s: train_loss %.4f, val_loss %.4f", progress, metrics["train_loss"], metrics["val_loss"])
     except Exception as error:
         if not is_out_of_memory(error):
             raise
+        epoch = run.epochs_done + 1 if run is not None else 0  # the epoch in progress (0: setting up)
         batch = plan_batches(config.hparams["batch_size"], ranks.world_size, settings.grad_accum_steps,
                              settings.batch_size_scope)  # the run may not exist: an OOM while setting up
         out_of_memory = out_of_memory_error(batch.micro, batch.grad_accum_steps, ranks.world_size, device,
@@ -307,44 +352,82 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
         raise out_of_memory  # raised outside the handler: the OOM's frames (and tensors) are gone
 
 
-def _train_and_evaluate(run: TrainingRun, epoch: int, profile_steps: int, output_dir: Path | None) -> dict[str, Any]:
-    """One epoch of training and evaluation; the epoch's metrics, reduced over all ranks."""
-    seed_everything(rank_epoch_seed(run.seed, run.ranks.rank, epoch))  # dropout, augmentation: per rank
+def _training_reports(run: TrainingRun, config: TrialConfig,
+                      output_dir: Path | None) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Train the trial from where ``run`` stands, yielding each report's metrics (reduced over all
+    ranks) and whether it is the trial's last, at the epoch's ends or every ``report_every_steps``."""
+    every = config.settings.report_every_steps
+    epoch = run.epochs_done
+    run.train_totals = torch.zeros(2, device=run.device, dtype=torch.float64)
     started = time.perf_counter()
-    profiler = StepProfiler(profile_steps, output_dir, run.device, enabled=run.ranks.is_main)
-    try:
-        train_totals = train_one_epoch(run, epoch, profiler)
-    finally:
-        profiler.stop()
+    while config.max_steps is not None or epoch < config.epochs:
+        epoch += 1
+        seed_everything(rank_epoch_seed(run.seed, run.ranks.rank, epoch))  # dropout, augmentation: per rank
+        steps_before, resumed_within = run.steps_done, run.epoch_batches > 0
+        profiler = StepProfiler(config.settings.profile_steps if epoch == 1 else 0, output_dir, run.device,
+                                enabled=run.ranks.is_main)
+        try:
+            for _ in train_steps(run, epoch, profiler):
+                last = run.steps_done == config.max_steps
+                if last or (every and run.steps_done % every == 0):
+                    yield _evaluated(run, epoch, started), last
+                    if last:
+                        return
+                    started = time.perf_counter()
+                    # What the rest of the epoch draws, the same whether or not the trial resumed here.
+                    seed_everything(rank_step_seed(run.seed, run.ranks.rank, run.steps_done))
+        finally:
+            profiler.stop()
+        if run.steps_done == steps_before and config.max_steps is not None and not resumed_within:
+            raise ValueError(f"epoch {epoch} of the training set gave no batch: it cannot reach "
+                             f"{config.max_steps} steps")
+        if not every:
+            yield _evaluated(run, epoch, started), epoch == config.epochs
+            started = time.perf_counter()
+
+
+def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
+    """The training since the last report and a validation now: the report's metrics, over all ranks."""
     names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device,
                                       run.hparams)
-    # One collective and one host sync per epoch, for the training and the validation sums together.
-    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([train_totals, val_sums])).tolist()
+    # One collective and one host sync per report, for the training and the validation sums together.
+    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals, val_sums])).tolist()
+    run.train_totals.zero_()
     metrics = validation_metrics(names, val_totals)
     batch = run.loaders.batch
+    batches = _length(run.loaders.train)
+    progress = epoch if not run.epoch_batches else (
+        round(run.epochs_done + run.epoch_batches / batches, 4) if batches else run.epochs_done)
     metrics.update(
-        epoch=epoch, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
+        epoch=progress, step=run.steps_done, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
         batch_per_rank=batch.micro, grad_accum_steps=batch.grad_accum_steps, global_batch=batch.global_batch,
         lr=run.lr, precision=run.precision.name, epoch_time_s=time.perf_counter() - started,
     )
     return metrics
 
 
-def _checkpoint_due(epoch: int, epochs: int, settings: TrainingSettings) -> bool:
-    every = settings.checkpoint_every
-    return every > 0 and (epoch % every == 0 or epoch == epochs)
+def _due_checkpoint(run: TrainingRun, config: TrialConfig, last: bool) -> str | None:
+    """The name of the checkpoint due with this report, or None: every ``checkpoint_every``-th report
+    (counted from the trial's start) and the last one. A trial by steps names its checkpoints by step."""
+    every, by_steps = config.settings.checkpoint_every, config.max_steps is not None
+    per_steps = by_steps and config.settings.report_every_steps
+    number = run.steps_done // config.settings.report_every_steps if per_steps else run.epochs_done
+    if every <= 0 or not (last or number % every == 0):
+        return None
+    return f"step_{run.steps_done:08d}" if by_steps else f"epoch_{run.epochs_done:04d}"
 
 
 def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], meta: dict[str, Any],
-            with_checkpoint: bool) -> None:
-    """Report the epoch; rank 0 alone writes the checkpoint, and every rank waits for it."""
+            checkpoint: str | None) -> None:
+    """Report, with the checkpoint named ``checkpoint`` if one is due; rank 0 alone writes it, and every
+    rank waits for it."""
     directory = None
-    if with_checkpoint and run.ranks.is_main:
-        directory = context.checkpoint_dir(int(metrics["epoch"]))  # written in place: no copy on the way
+    if checkpoint is not None and run.ranks.is_main:
+        directory = context.checkpoint_dir(checkpoint)  # written in place: no copy on the way
         save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
-                        epoch=metrics["epoch"], meta=meta, step=run.steps_done,
+                        epoch=run.epochs_done, epoch_batches=run.epoch_batches, meta=meta, step=run.steps_done,
                         scheduler=run.task_scheduler.state_dict() if run.task_scheduler is not None else None)
-    if with_checkpoint:
+    if checkpoint is not None:
         barrier()  # no rank runs ahead while rank 0 writes
     context.report(metrics, directory)
 

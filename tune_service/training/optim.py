@@ -49,7 +49,7 @@ class LearningRateSchedule:
 
     ``start`` is the warm-up's first factor (1 / the lr scaling factor with ``lr_scaling: linear``, so it
     starts from the unscaled lr; 0 otherwise). ``total_steps`` is the trial's horizon (its maximum epochs
-    x ``steps_per_epoch``), where cosine and linear reach ``min_lr_ratio``.
+    x ``steps_per_epoch``, or its maximum steps), where cosine and linear reach ``min_lr_ratio``.
     """
 
     settings: ScheduleSettings
@@ -59,13 +59,15 @@ class LearningRateSchedule:
     start: float = 0.0
 
     @classmethod
-    def for_trial(cls, settings: ScheduleSettings, steps_per_epoch: int, epochs: int, warmup_steps: int,
+    def for_trial(cls, settings: ScheduleSettings, steps_per_epoch: int, total_steps: int, warmup_steps: int,
                   lr_scale: float) -> "LearningRateSchedule":
+        """The schedule of a trial of ``total_steps`` optimizer steps (its ``max_t``, in epochs x
+        ``steps_per_epoch`` or in steps)."""
         start = 1.0 / lr_scale if lr_scale != 1.0 else 0.0
         if settings.name == "one_cycle":
             start = 1.0 / ONE_CYCLE_START_DIV
-            warmup_steps = warmup_steps or round(ONE_CYCLE_WARMUP_SHARE * steps_per_epoch * epochs)
-        return cls(settings, max(1, steps_per_epoch), max(1, steps_per_epoch * epochs), warmup_steps, start)
+            warmup_steps = warmup_steps or round(ONE_CYCLE_WARMUP_SHARE * total_steps)
+        return cls(settings, max(1, steps_per_epoch), max(1, total_steps), warmup_steps, start)
 
     @property
     def constant(self) -> bool:

@@ -84,3 +84,26 @@ def test_a_resumed_sweep_keeps_the_trials_its_earlier_run_ended(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {t["trial_id"]: t["status"] for t in summary["trials"]} == {"old": "completed", "cut": "completed"}
     assert summary["best"]["trial_id"] == "cut"
+
+
+def test_a_sweep_by_steps_counts_its_trials_in_steps(tmp_path):
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=300, total=2, time_unit="step")
+    a, b = trial("aaa", 0.1), trial("bbb", 0.01)
+    for t in (a, b):
+        progress.on_trial_start(0, [], t)
+    for step in (100, 200, 300):  # three reports in the first two epochs
+        result = {"epoch": round(step / 240, 4), "step": step, "val_accuracy": step / 1000, "training_iteration": 1}
+        a.update_last_result(result)
+        progress.on_trial_result(0, [], a, result)
+    result = {"epoch": 0.4167, "step": 100, "val_accuracy": 0.05, "training_iteration": 1}
+    b.update_last_result(result)
+    progress.on_trial_result(0, [], b, result)
+    progress.on_trial_complete(0, [], a)
+    progress.on_trial_complete(0, [], b)
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["time_unit"] == "step"
+    assert {t["trial_id"]: (t["status"], t["epochs"], t["steps"]) for t in summary["trials"]} == {
+        "aaa": ("completed", 1, 300), "bbb": ("stopped", 0, 100)}
+    board = sweep_result.load(tmp_path).leaderboard().splitlines()
+    assert board[0].split()[:4] == ["rank", "trial", "status", "steps"] and board[1].split()[3] == "300"
