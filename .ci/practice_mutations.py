@@ -14,7 +14,7 @@ MUTATIONS = [
     ("4 workers from cpus", T+"data.py", "workers = min(WORKERS_PER_GPU, max(0, int(cpus_per_rank) - 1)) if cuda else 0", "workers = 0", "test_4_loader_workers"),
     ("4 loaders use settings", T+"data.py", "common = dict(num_workers=settings.num_workers,", "common = dict(num_workers=0,", "test_4_loaders"),
     ("5 autocast", T+"loop.py", "            with run.precision.autocast():\n                loss, samples", "            with contextlib.nullcontext():\n                loss, samples", "test_5_bf16"),
-    ("5 fp32 loss", "tune_service/tasks/base.py", "enabled=False):\n                return self.loss(outputs.float(), targets)", "enabled=False):\n                return self.loss(outputs, targets)", "test_5_bf16"),
+    ("5 fp32 loss", "tune_service/tasks/base.py", "return self.loss(outputs.float(), targets), targets.shape[0]", "return self.loss(outputs, targets), targets.shape[0]", "test_5_bf16"),
     ("5 grad scaler", T+"precision.py", 'enabled=self.name == "fp16"', "enabled=False", "test_5_an_fp16"),
     ("5 scaler restored", T+"loop.py", "            run.scaler.load_state_dict(state[\"scaler\"])", "            pass", "test_5_the_grad"),
     ("6 no per-step sync", T+"loop.py", "        totals[0] += loss.detach() * samples", "        totals[0] += loss.item() * samples", "test_6_"),

@@ -39,6 +39,7 @@ overrides the steps instead of ``loss`` and ``metrics``::
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -173,23 +174,24 @@ class Task:
         inputs, targets = batch
         inputs, targets = self.augment(inputs, targets, config)
         outputs = model(inputs)
-        device = outputs.device.type
-        if torch.is_autocast_enabled(device):  # the loss in fp32 whatever the autocast dtype
-            with torch.autocast(device, enabled=False):
-                return self.loss(outputs.float(), targets), targets.shape[0]
-        return self.loss(outputs.float(), targets), targets.shape[0]
+        with _without_autocast(outputs):  # the loss in fp32 whatever the autocast dtype
+            return self.loss(outputs.float(), targets), targets.shape[0]
 
     def validation_step(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
                         config: Mapping[str, Any]) -> Mapping[str, torch.Tensor | int]:
         inputs, targets = batch
         outputs = model(inputs)
-        device = outputs.device.type
-        if torch.is_autocast_enabled(device):  # loss and metrics in fp32
-            with torch.autocast(device, enabled=False):
-                return self._validation_sums(outputs.float(), targets)
-        return self._validation_sums(outputs.float(), targets)
+        with _without_autocast(outputs):  # loss and metrics in fp32
+            return self._validation_sums(outputs.float(), targets)
 
     def _validation_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor | int]:
         samples = targets.shape[0]
         return {"loss": self.loss(outputs, targets).double() * samples, **self.metrics(outputs, targets),
                 "samples": samples}
+
+
+def _without_autocast(outputs: torch.Tensor) -> Any:
+    """A context with autocast off on ``outputs``' device where it is on (nothing to enter where it is off:
+    the common fp32 case costs no context switch per step)."""
+    device = outputs.device.type
+    return torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else contextlib.nullcontext()
