@@ -17,12 +17,15 @@ second slows both of a pair alike, where separate runs seconds apart differed by
 With ``--variant schedule_clip`` both loops also follow a cosine lr schedule over the run and clip the
 gradients' norm to 1 before every step (torch's CosineAnnealingLR and clip_grad_norm_ in the bare loop;
 ``training.schedule: cosine`` and ``clip_grad_norm: 1`` in the shared one). ``--variant both`` runs the
-two one after the other.
+two one after the other. ``--calibrate`` first times two identical bare loops the same way (an A/A
+check: its median would be 1.000 if the pairing favoured neither slot, and its quartiles are the noise
+each pair carries here), so the figures above can be read against it.
 
 It also times one training step of the same model in one process at fp32 and under bf16 autocast on
 this CPU (and, with a GPU, fp16 + GradScaler and bf16 against fp32 on it).
 
-Usage: ``python bench/train_overhead.py [--epochs 150] [--warmup 3] [--variant plain|schedule_clip|both]``;
+Usage: ``python bench/train_overhead.py [--epochs 150] [--warmup 3] [--variant plain|schedule_clip|both]
+[--calibrate]``;
 writes ``bench/results/train_overhead.json`` (the schedule_clip figures under ``schedule_clip``).
 """
 
@@ -44,6 +47,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "train_overhead.json"
 TARGET_RATIO = 0.97
 WORLD_SIZE = 2
 VARIANTS = ("plain", "schedule_clip")
+#: The A/A check: the bare loop in both slots.
+CALIBRATION = "bare_vs_bare"
 CLIP_NORM = 1.0
 HPARAMS = {"model": "cnn", "hidden": 32, "layers": 1, "dropout": 0.0, "noise": 0.0, "lr": 3e-3,
            "batch_size": 64, "optimizer": "adam", "weight_decay": 0.0, "momentum": 0.9}
@@ -129,13 +134,32 @@ def interleaved_epochs(epochs: int, checkpoint_root: str, variant: str = "plain"
     return times
 
 
+def bare_twice(epochs: int) -> dict[str, list[float]]:
+    """Two identical bare loops timed as :func:`interleaved_epochs` times the shared and the bare one:
+    an epoch of the first (in the slot of the shared loop), then one of the second."""
+    first, second = BareLoop(), BareLoop()
+    times: dict[str, list[float]] = {"shared": [], "bare": []}
+    mark = time.perf_counter()
+    for epoch in range(epochs):
+        first.epoch(epoch)
+        now = time.perf_counter()
+        times["shared"].append(now - mark)
+        second.epoch(epoch)
+        mark = time.perf_counter()
+        times["bare"].append(mark - now)
+    return times
+
+
 def _rank(rank: int, epochs: int, work: str, variant: str) -> None:
     torch.set_num_threads(1)  # one core per rank, as Ray gives a 1-CPU rank ...
     if hasattr(os, "sched_setaffinity") and rank < len(os.sched_getaffinity(0)):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})  # ... and the same core throughout
     dist.init_process_group("gloo", init_method=f"file://{work}/rendezvous", rank=rank, world_size=WORLD_SIZE)
     try:
-        times = interleaved_epochs(epochs, os.path.join(work, f"rank{rank}"), variant)
+        if variant == CALIBRATION:
+            times = bare_twice(epochs)
+        else:
+            times = interleaved_epochs(epochs, os.path.join(work, f"rank{rank}"), variant)
         if rank == 0:
             Path(work, "times.json").write_text(json.dumps(times))
         dist.barrier()  # no rank tears gloo down while its peer still talks (a C++ abort otherwise)
@@ -205,20 +229,31 @@ def compare(epochs: int, warmup: int, variant: str, train_size: int) -> dict:
     return result
 
 
+def _calibrate(epochs: int, warmup: int) -> dict:
+    times = paired_epochs(epochs, warmup, CALIBRATION)
+    paired = [b / s for b, s in zip(times["bare"], times["shared"])]
+    low, median, high = statistics.quantiles(paired, n=4)
+    print(f"A/A check, two bare loops in the two slots: ratio {statistics.median(paired):.3f} "
+          f"(quartiles {low:.3f}-{high:.3f}; 1.000 is no bias)")
+    return {"ratio": statistics.median(paired), "paired_ratio_quartiles": [low, median, high]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=150)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--variant", choices=(*VARIANTS, "both"), default="both")
+    parser.add_argument("--calibrate", action="store_true", help="first, the A/A check of two bare loops")
     args = parser.parse_args()
 
     from tune_service.tasks.digits import load_digits_tensors
 
     train_size = len(load_digits_tensors()[0])
     variants = VARIANTS if args.variant == "both" else (args.variant,)
+    calibration = {CALIBRATION: _calibrate(args.epochs, args.warmup)} if args.calibrate else {}
     compared = {variant: compare(args.epochs, args.warmup, variant, train_size) for variant in variants}
     result = {"world_size": WORLD_SIZE, "epochs_timed": args.epochs, "warmup_epochs": args.warmup,
-              **compared.get("plain", {}), **{v: compared[v] for v in variants if v != "plain"},
+              **compared.get("plain", {}), **{v: compared[v] for v in variants if v != "plain"}, **calibration,
               "cpu": {p: step_time(p, torch.device("cpu")) for p in ("fp32", "bf16")}}
     result["cpu"]["bf16_vs_fp32_step_time"] = result["cpu"]["bf16"]["step_ms"] / result["cpu"]["fp32"]["step_ms"]
     if torch.cuda.is_available():
