@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -199,10 +200,17 @@ def _load_spec(args: argparse.Namespace):
     finds the modules beside a script. The embedded Ray's ranks get the same path."""
     from tune_service.spec import load_spec, parse_override
 
+    from tune_service.jobs import SPEC_FILE
+
     spec_dir = str(Path(args.spec).resolve().parent)
     if spec_dir not in sys.path:
         sys.path.insert(0, spec_dir)
-    return load_spec(args.spec, dict(parse_override(text) for text in args.overrides))
+    spec = load_spec(args.spec, dict(parse_override(text) for text in args.overrides))
+    if Path(args.spec).name == SPEC_FILE:
+        # A submitted job's spec, in its working directory: each node has its own copy of that directory,
+        # and a W&B program runs from the copy on its rank's node (the rank's working directory).
+        spec = replace(spec, directory=None)
+    return spec
 
 
 def _run(args: argparse.Namespace) -> int:

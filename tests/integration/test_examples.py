@@ -68,3 +68,17 @@ def test_the_ray_train_loop_example_runs_unchanged(tmp_path):
     result, experiment = run_example("ray_train_loop", tmp_path)
     assert len(result.trials) == 2 and result.best.metrics["val_accuracy"] > 0.8
     assert list(experiment.glob("trial_*/ddp/checkpoint_*/state.pt"))  # its own checkpoints, where Train keeps them
+
+
+def test_the_wandb_program_example_runs_its_unchanged_script_as_2_rank_trials_and_asha_stops_some(tmp_path):
+    result, experiment = run_example("wandb_program", tmp_path)
+    assert len(result.trials) == 4 and result.time_unit == "step"
+    assert all(t.status in ("completed", "stopped") for t in result.trials)
+    assert any(t.status == "stopped" and t.steps < 6 for t in result.trials)  # at a W&B hyperband rung
+    assert all(t.status != "completed" or t.metrics["epoch"] == 6 for t in result.trials)
+    assert result.best.metrics["val_accuracy"] > 0.8
+    for trial in result.trials:  # every trial a 2-rank job: both ranks' programs ran
+        program = next(experiment.glob(f"trial_{trial.trial_id}*")) / "program"
+        assert sorted(p.name for p in program.glob("rank_*.log")) == ["rank_0.log", "rank_1.log"]
+    runs = [run for run in offline_runs(experiment) if run.job_type == "trial"]
+    assert sorted(run.run_id.rsplit("-", 1)[-1] for run in runs) == sorted(t.trial_id for t in result.trials)

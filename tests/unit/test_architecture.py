@@ -17,7 +17,7 @@ LAYERS = (
     ("errors", "redaction", "ray_internals"), # shared basics
     ("spec",),                                # the sweep spec: no torch, no Ray
     ("experiment", "tasks"),                  # the experiment directory; the task contract
-    ("search", "results", "training"),        # searchers and schedulers; results; the shared loop
+    ("search", "results", "training", "programs"),  # searchers; results; the shared loop; W&B programs
     ("tracking", "display"),                  # wandb; the live view
     ("execution",),                           # the driver, trials, gangs
     ("cli", "jobs", "__init__"),              # the interfaces

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from tune_service.results.progress import SweepProgress
 from tune_service.results.sweep_result import TrialRecord, format_value
+from tune_service.spec.sweep import PROGRAM_MAX_T
 
 #: The fastest the live table is redrawn.
 REDRAW_PERIOD_S = 0.25
@@ -81,7 +82,7 @@ class LiveView:
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
         line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
-                f"{trial.progress(progress.time_unit)}/{progress.max_t} {progress.time_unit}s  {progress.metric} "
+                f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s  {progress.metric} "
                 f"{format_value(value)}{mark}")
         if trial.status == "failed":
             first, count = self._errors.get(trial.error, (trial.trial_id, 0))
@@ -101,7 +102,7 @@ class LiveView:
         for t in shown:
             trained = t.progress(progress.time_unit)
             table.add_row(t.trial_id, Text(t.status, style=STATUS_STYLE.get(t.status, "")),
-                          f"{trained}/{progress.max_t}", self._rung(trained),
+                          f"{trained}{_budget(progress)}", self._rung(trained),
                           format_value(t.metrics.get(progress.metric)),
                           *(format_value(t.config.get(k)) for k in keys))
         done = len(progress.ended)
@@ -134,3 +135,8 @@ class LiveView:
 
 def _config_text(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={format_value(v)}" for k, v in sorted(config.items()))
+
+
+def _budget(progress: SweepProgress) -> str:
+    """``/max_t`` after a trial's progress; nothing for a program that decides its own length."""
+    return "" if progress.max_t >= PROGRAM_MAX_T else f"/{progress.max_t}"

@@ -21,6 +21,7 @@ from tune_service.errors import ClusterUnreachable, TuneServiceError
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
+from tune_service.execution.program_trial import ProgramTrial
 from tune_service.execution.resources import from_ray
 from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
@@ -76,7 +77,8 @@ class TunerRecipe:
 
 
 def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
-                verbose: int = 1, recorded: Mapping[str, Any] | None = None, stopper: Any = None) -> TunerRecipe:
+                verbose: int = 1, recorded: Mapping[str, Any] | None = None, stopper: Any = None,
+                program_wandb: Mapping[str, Any] | None = None) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
     Args:
@@ -86,6 +88,8 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
             from which the scheduler's records are rebuilt.
         stopper: a Tune ``Stopper`` that may end trials (:mod:`~tune_service.execution.stopping`).
         verbose: Tune's own console verbosity (0: silent).
+        program_wandb: for a program's trials, what their ``wandb.init`` gets (the sweep's tracker's
+            project, group, directory and mode; ``disabled`` when None).
     """
     from ray import tune
 
@@ -99,7 +103,15 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                   max_steps=spec.scheduler.max_t if by_steps else None, seed=spec.seed, training=spec.training,
                   metric=spec.metric.name, secrets=fingerprints)
     template: SweepTrial
-    if plan.warm_gangs:
+    if plan.runs_program:
+        gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
+        template = ProgramTrial(**shared, gang=gang, program=spec.program or "", command=spec.command,
+                                directory=spec.directory, experiment=name,
+                                wandb_run=dict(program_wandb or {"mode": "disabled"}),
+                                key_parameters=tuple(p.name for p in spec.parameters if p.is_searched))
+        resources = trial_resources(gang)
+        failure = tune.FailureConfig(max_failures=spec.failure.max_failures)  # the program starts again
+    elif plan.warm_gangs:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
         template = WarmTrial(**shared, gang=gang)
         resources = trial_resources(gang)
@@ -203,7 +215,7 @@ def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, tas
         if saved.get("task_object") and task is None:
             raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
                                    f"pass the same task to resume(..., task=...)")
-        spec = load_spec(saved["spec"])
+        spec = replace(load_spec(saved["spec"]), directory=saved.get("directory"))
         return _execute(spec, local_dir, address=address, task=task, verbose=verbose, restore=True, remote=remote)
     finally:
         if remote is not None:
@@ -271,7 +283,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         recipe = build_tuner(plan, remote.storage_uri if remote else experiment_dir.parent, experiment_dir.name,
                              callbacks=callbacks,
                              verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded,
-                             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None)
+                             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None,
+                             program_wandb=tracker.program_run() if tracker is not None else None)
         tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
@@ -368,7 +381,7 @@ def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
     """What :func:`resume` needs: the spec as loaded (overrides applied) and whether a task object was used."""
     saved = redaction.redact({"spec": spec.source, "task_object": None if task is None else repr(task)},
                              by_name=False)  # secret values out; resume needs the rest as it is
-    layout.write_sweep_file(experiment_dir, saved["spec"], saved["task_object"])
+    layout.write_sweep_file(experiment_dir, saved["spec"], saved["task_object"], spec.directory)
 
 
 def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:

@@ -52,6 +52,19 @@ class SweepPlan:
         return self.spec.execution.gangs == "warm" and self.task.task is not None
 
     @property
+    def runs_program(self) -> bool:
+        """Whether every trial runs the spec's W&B ``program`` (:mod:`tune_service.execution.program_trial`)."""
+        return self.spec.runs_program and self.task.task is None and self.task.train_loop is None
+
+    def first_command(self) -> str:
+        """The command line the sweep's first trial would run (a new searcher's first suggestion)."""
+        from tune_service.programs.command import expand, shown
+
+        first = registry.build_searcher(self.spec)[0].suggest("dry-run")
+        return shown(expand(self.spec.command, self.spec.program or "", first or {},
+                            args_json_file="TRIAL_DIR/program/args.json"))
+
+    @property
     def rungs(self) -> tuple[int, ...]:
         """The epochs (or steps) at which the scheduler may stop trials, smallest first; empty for FIFO."""
         return self.schedule.rung_epochs
@@ -62,7 +75,7 @@ class SweepPlan:
         need = trial_needs(s.resources)
         lines = [
             f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
-            f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)"),
+            *self._describe_task(),
             f"method       {s.method}" + (" (hyperopt TPE)" if s.method == "bayes" else ""),
             f"metric       {s.metric.name} ({s.metric.goal})"
             + (f", the sweep stops starting trials once it reaches {s.metric.target:g}" if s.metric.target is not None
@@ -87,10 +100,10 @@ class SweepPlan:
             f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
             f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial",
             f"cluster      {self.cluster.describe()}",
-            f"training     {_describe_training(s.training)}",
+            *([] if self.runs_program else [f"training     {_describe_training(s.training)}"]),
             f"concurrency  {self.max_concurrent} trial(s) at once",
             f"execution    {self._describe_execution()}",
-            f"failures     a trial's ranks restart from its last checkpoint up to {s.failure.max_failures} time(s)",
+            f"failures     {self._describe_failures()}",
             f"budget       {_describe_budget(self.schedule)}",
             f"seed         {s.seed}",
             f"wandb        {_describe_wandb(s)}",
@@ -112,14 +125,31 @@ class SweepPlan:
             f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {s.metric.goal} {s.metric.name}",
             f"each trial {r.workers} DDP rank(s) x {r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
             f"on {self.cluster.describe() if self.cluster else 'this machine'}"
-            + ("; warm gangs" if self.warm_gangs else "; a fresh Ray Train run per trial"),
+            + ("; warm gangs" if self.warm_gangs else f"; program {self.spec.program}" if self.runs_program
+               else "; a fresh Ray Train run per trial"),
         ]
+
+    def _describe_task(self) -> list[str]:
+        if self.runs_program:
+            where = self.spec.directory or "the working directory"
+            return [f"program      {self.spec.program}, run as W&B's agent runs it, from {where}",
+                    f"command      {self.first_command()}   (the first trial's)"]
+        return [f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)")]
+
+    def _describe_failures(self) -> str:
+        retries = self.spec.failure.max_failures
+        if self.runs_program:
+            return f"a failed trial's program starts again up to {retries} time(s)"
+        return f"a trial's ranks restart from its last checkpoint up to {retries} time(s)"
 
     def _describe_execution(self) -> str:
         e = self.spec.execution
         if self.warm_gangs:
             return (f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
                     f"{e.recycle_after_trials} trials or {e.max_memory_growth_mib:g} MiB of growth")
+        if self.runs_program:
+            return (f"{self.spec.resources.workers} process(es) of the program per trial, with torchrun's "
+                    f"environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)")
         why = "execution.gangs: fresh" if self.task.task is not None else "a train_loop_per_worker runs fresh"
         return f"a fresh Ray Train run per trial ({why})"
 
@@ -161,13 +191,16 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
         TaskError: the task cannot be imported or used.
     """
     searcher, num_trials = registry.build_searcher(spec)
-    resolved = resolve_task(task if task is not None else spec.task)
+    if spec.runs_program and task is None:
+        resolved = ResolvedTask(f"program {spec.program}")
+    else:
+        resolved = resolve_task(task if task is not None else spec.task)
     if resolved.task is not None:
         notes = check_spec_against_task(spec, resolved.task, resolved.reference)
         spec = replace(spec, notes=(*spec.notes, *notes))
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
     plan = SweepPlan(spec, resolved, num_trials, schedule, searcher)
-    if spec.limits.progress_s is not None and not plan.warm_gangs:
+    if spec.limits.progress_s is not None and not (plan.warm_gangs or plan.runs_program):
         raise SpecError([Problem("limits.progress_s", "is watched on warm gangs only; this sweep's trials run "
                                                       "fresh (a train_loop_per_worker, or execution.gangs: fresh)")])
     return plan

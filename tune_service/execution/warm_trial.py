@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 #: How long Tune's reuse of a trial actor waits for the last trial's function to end (Ray's default is
 #: 2 s). The function ends once its ranks have left the loop, which is quick, but not on a loaded node.
-_THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
+THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
 THREAD_TIMEOUT_S = "30"
 
 
@@ -54,7 +54,7 @@ class WarmTrial(SweepTrial):
         checkpoint, on a new gang at twice the gradient accumulation (the same effective batch)."""
         from ray import tune
 
-        os.environ.setdefault(_THREAD_TIMEOUT_ENV, THREAD_TIMEOUT_S)
+        os.environ.setdefault(THREAD_TIMEOUT_ENV, THREAD_TIMEOUT_S)
         # Ray logs every persisted checkpoint at INFO; the trial's progress is Tune's table to show.
         logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
         hparams = {**self.task.defaults, **plain(config)}

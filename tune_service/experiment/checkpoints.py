@@ -40,10 +40,12 @@ class StoredCheckpoint:
         return ray.train.Checkpoint(path=self.path, filesystem=self.filesystem)
 
 
-def newest_checkpoint(trial_storage_path: str, filesystem: Any = None) -> StoredCheckpoint | None:
+def newest_checkpoint(trial_storage_path: str, filesystem: Any = None,
+                      with_state: bool = True) -> StoredCheckpoint | None:
     """The newest complete checkpoint in the trial's directory (``trial_storage_path`` on ``filesystem``,
-    the local one by default), or None. A directory whose state or report is missing or unreadable (a
-    copy cut off by a crash) is passed over for the one before it."""
+    the local one by default), or None. A directory whose state (unless ``with_state`` is False: a W&B
+    program's last report has none) or report is missing or unreadable (a copy cut off by a crash) is
+    passed over for the one before it."""
     from pyarrow import fs as pafs
 
     filesystem = filesystem or pafs.LocalFileSystem()
@@ -57,7 +59,7 @@ def newest_checkpoint(trial_storage_path: str, filesystem: Any = None) -> Stored
     for name in names:
         path = f"{trial_storage_path}/{name}"
         try:
-            if filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:
+            if with_state and filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:
                 continue
             with filesystem.open_input_stream(f"{path}/{CHECKPOINT_REPORT_FILE}") as stream:
                 report = json.loads(stream.readall())

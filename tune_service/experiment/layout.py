@@ -133,11 +133,13 @@ def read_trial_error(trial_dir: str | os.PathLike) -> tuple[str, float] | None:
     return (lines[-1], recorded) if lines else None
 
 
-def write_sweep_file(experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None) -> None:
-    """What resume needs: the spec as loaded (overrides applied) and the task object's repr if one was
-    used (it must be passed again). Values are kept as they are: resume runs them."""
+def write_sweep_file(experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None,
+                     directory: str | None = None) -> None:
+    """What resume needs: the spec as loaded (overrides applied), the task object's repr if one was
+    used (it must be passed again), and the spec file's directory (where a W&B program runs). Values
+    are kept as they are: resume runs them."""
     experiment_dir.mkdir(parents=True, exist_ok=True)
-    saved = {"spec": spec_source, "task_object": task_object}
+    saved = {"spec": spec_source, "task_object": task_object, "directory": directory}
     atomic_write(experiment_dir / SWEEP_FILE, json.dumps(saved, indent=2, default=str) + "\n")
 
 

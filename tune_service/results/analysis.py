@@ -51,7 +51,7 @@ from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, is_number, load as load_summary, rank_trials,
-    trained,
+    ran_to_its_end, trained,
 )
 from tune_service.spec.configs import flatten, plain
 
@@ -293,7 +293,7 @@ class SweepResults:
         failed = failure is not None and not (is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
         error = None
         record = TrialRecord(trial_id, RUNNING, plain(config), {}, epochs, None, steps)
-        if record.progress(self.time_unit) >= self._max_t():
+        if ran_to_its_end(record.progress(self.time_unit), self._max_t(), last):
             status = "completed"
         elif last.get("done") is True:
             status = "stopped"

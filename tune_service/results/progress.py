@@ -22,7 +22,7 @@ from tune_service.redaction import redact_text
 from tune_service.experiment.layout import SUMMARY_FILE
 from tune_service.experiment.saving import FailingSaves
 from tune_service.results.sweep_result import (
-    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, trained, write,
+    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, ran_to_its_end, trained, write,
 )
 from tune_service.spec.configs import plain
 
@@ -100,7 +100,8 @@ class SweepProgress(DriverCallback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, None, getattr(trial, "last_result", None) or {})
-        self._ended(replace(record, status="completed" if record.progress(self.time_unit) >= self.max_t else "stopped"))
+        completed = ran_to_its_end(record.progress(self.time_unit), self.max_t, getattr(trial, "last_result", None))
+        self._ended(replace(record, status="completed" if completed else "stopped"))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, None, getattr(trial, "last_result", None) or {})

@@ -40,6 +40,15 @@ STOPPED_KEY = "stopped"
 TIME_LIMIT_KEY = "time_limit"
 #: The key of a summary written while the sweep ran (:mod:`~tune_service.results.progress`).
 IN_PROGRESS_KEY = "in_progress"
+#: The key of a W&B program trial's last report once its program has ended by itself (its exit code, 0):
+#: such a trial is ``completed`` whatever its steps, as its program decides its own length.
+PROGRAM_EXIT_KEY = "program_exit_code"
+
+
+def ran_to_its_end(progress: int, max_t: int, last_report: Any) -> bool:
+    """Whether a trial is ``completed``: it trained ``max_t`` (epochs or steps), or its program ended by
+    itself (:data:`PROGRAM_EXIT_KEY`)."""
+    return progress >= max_t or (isinstance(last_report, dict) and last_report.get(PROGRAM_EXIT_KEY) == 0)
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,7 @@ def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int
         elif trial_id in unfinished:
             status = "interrupted"
         else:
-            status = "completed" if record.progress(time_unit) >= max_t else "stopped"
+            status = "completed" if ran_to_its_end(record.progress(time_unit), max_t, last) else "stopped"
         trials.append(replace(record, status=status))
     return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode),
                        {"time_unit": time_unit})

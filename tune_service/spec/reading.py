@@ -8,6 +8,7 @@ of values), with PyYAML's safe loader; a key given twice in one mapping is refus
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Hashable, Mapping
 
@@ -43,7 +44,10 @@ def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, An
     raw = copy.deepcopy(raw)
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
-    return validate(raw, default_name=origin)
+    spec = validate(raw, default_name=origin)
+    if isinstance(source, (str, Path)) and not str(source).lstrip().startswith("{"):
+        spec = replace(spec, directory=str(Path(source).resolve().parent))  # where its program runs
+    return spec
 
 
 def parse_override(text: str) -> tuple[str, Any]:

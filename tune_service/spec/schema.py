@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.rules import Checker
-from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, SweepSpec
+from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_NOTED_KEYS, SweepSpec
 from tune_service.spec.training import (
     AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES,
 )
@@ -82,6 +82,7 @@ TYPES: dict[str, dict] = {
     "entity": _NAME,
     "program": _ANY,
     "command": _ANY,
+    **{key: _ANY for key in WANDB_NOTED_KEYS},
     "metric.name": _STRING,
     "metric.goal": _choice(GOALS),
     "metric.target": _number(),
@@ -168,8 +169,13 @@ DESCRIPTIONS: dict[str, str] = {
     "failure": "What happens when a trial's DDP job fails (a rank killed, a node lost).",
     "execution": "How trials run on their ranks: warm gangs reused across trials, or a fresh Ray Train run each.",
     "limits": "Time limits, in seconds (none by default).",
-    "program": "W&B's program for its agent to launch: read but not run (tune-service trains `task`).",
-    "command": "W&B's command line for its agent: read but not run (tune-service trains `task`).",
+    "program": "W&B's training script: without `task`, every trial runs it as W&B's agent would, on "
+               "resources.workers ranks with torchrun's environment, from the spec file's directory (with `task`: "
+               "read but not run).",
+    "command": "W&B's command line for the program, with W&B's macros (${env}, ${interpreter}, ${program}, "
+               "${args}, ${args_no_boolean_flags}, ${args_no_hyphens}, ${args_json}, ${args_json_file}, "
+               "${envvar:NAME}); default: ${env} ${interpreter} ${program} ${args}.",
+    **{key: f"W&B's `{key}`: read, not used ({why})." for key, why in WANDB_NOTED_KEYS.items()},
     "metric.name": "The metric to optimise, as every epoch reports it (such as `val_loss` or `val_accuracy`).",
     "metric.goal": "Whether a smaller (minimize) or a larger (maximize) value of the metric is better.",
     "metric.target": "A value of the metric that, once a result reaches it, starts no new trial "

@@ -25,8 +25,17 @@ SCHEDULERS = ("asha", "hyperband", "fifo")
 #: What the scheduler counts a trial's progress in; each is also the key of every report that holds it.
 TIME_UNITS = ("epoch", "step")
 
-#: W&B keys that describe how W&B's own agent launches a program. We read them and say we do not run them.
+#: W&B keys that describe how W&B's agent launches a program: a spec with ``program`` and no ``task`` runs it.
 WANDB_AGENT_KEYS = ("program", "command")
+#: Keys of W&B's sweep configuration with no meaning here, and why: each is a ``note`` line, never a refusal.
+WANDB_NOTED_KEYS = {
+    "controller": "W&B's sweep controller (local or cloud); here the tune-run driver is the controller",
+    "job": "a W&B Launch job; here the program (or the task) runs on this Ray cluster",
+    "image_uri": "a W&B Launch image; here trials run in the Ray cluster's environment",
+}
+#: A program trial's budget when neither ``scheduler.max_t`` nor ``early_terminate.max_iter`` gives one:
+#: the program ends itself, as under W&B's agent, and the scheduler's rungs go on as far as it logs.
+PROGRAM_MAX_T = 1_000_000
 
 DEFAULT_RUN_CAP = 10
 
@@ -156,6 +165,17 @@ class SweepSpec:
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: W&B's ``program`` and ``command``: run for every trial when the spec has no ``task``.
+    program: str | None = None
+    command: tuple[str, ...] | None = None
+    #: Where a program runs: the spec file's directory (None: the working directory of the run). Where the
+    #: spec was read from, not what it says: two specs that differ only here are equal.
+    directory: str | None = field(default=None, compare=False)
+
+    @property
+    def runs_program(self) -> bool:
+        """Whether the trials run ``program`` (a W&B sweep file without ``task``) rather than a task."""
+        return self.program is not None and not self.task
 
     @property
     def searcher(self) -> str:

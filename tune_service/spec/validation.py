@@ -17,7 +17,8 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
-    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_AGENT_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
+    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, PROGRAM_MAX_T, SCHEDULERS, TIME_UNITS, WANDB_AGENT_KEYS,
+    WANDB_NOTED_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
     MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
 )
 from tune_service.spec.training import (
@@ -32,7 +33,7 @@ from tune_service.spec.wandb import WandbSettings
 TOP_LEVEL_KEYS = (
     "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
     "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution", "limits",
-    *WANDB_AGENT_KEYS,
+    *WANDB_AGENT_KEYS, *WANDB_NOTED_KEYS,
 )
 METRIC_KEYS = ("name", "goal", "target")
 EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
@@ -65,18 +66,22 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     """
     check = Checker()
     check.unknown_keys("", raw, TOP_LEVEL_KEYS)
-    for key in WANDB_AGENT_KEYS:
+    for key, why in WANDB_NOTED_KEYS.items():
         if key in raw:
-            check.note(f"{key}: read but not run; tune-service trains the spec's `task` instead")
+            check.note(f"{key}: read, not used: {why}")
+    program, command = _program(check, raw)
+    if program is not None and "task" in raw:
+        check.note("program: read but not run; tune-service trains the spec's `task` instead")
 
     name = check.string("name", raw.get("name", default_name))
     description = check.string("description", raw.get("description", ""))
     method = check.choice("method", raw.get("method", "random"), METHODS)
     metric = _metric(check, raw.get("metric", {}))
     parameters = _parameters(check, raw.get("parameters"))
-    task = _task(check, raw.get("task", "digits"))
-    scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method),
-                           method)
+    runs_program = program is not None and "task" not in raw
+    task = "" if runs_program else _task(check, raw.get("task", "digits"))
+    scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method,
+                                                   runs_program), method, runs_program)
     resources = _resources(check, raw.get("resources", {}))
     training = _training(check, raw.get("training", {}), resources)
     if training.report_every_steps and scheduler.time_unit != "step":
@@ -99,7 +104,35 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters, task=task,
         scheduler=scheduler, resources=resources, training=training, seed=seed, description=description,
         wandb=wandb, failure=failure, execution=execution, limits=limits, notes=tuple(check.notes), source=copy.deepcopy(raw),
+        program=program, command=command,
     )
+
+
+def _program(check: Checker, raw: dict) -> tuple[str | None, tuple[str, ...] | None]:
+    """W&B's ``program`` (a path, relative to the spec's directory) and ``command`` (a list of tokens,
+    or one string split as a shell would)."""
+    import shlex
+
+    program = raw.get("program")
+    if program is not None and (not isinstance(program, str) or not program.strip()):
+        check.fail("program", f"must be the path of the training script W&B's agent runs, got {program!r}")
+        program = None
+    command = raw.get("command")
+    if command is None:
+        return program, None
+    if isinstance(command, str):
+        try:
+            return program, tuple(shlex.split(command))
+        except ValueError as err:
+            check.fail("command", f"must split as a shell line ({err}), got {command!r}")
+            return program, None
+    if not isinstance(command, list) or not command or not all(isinstance(t, (str, int, float)) for t in command):
+        check.fail("command", f"must be a list of strings such as [\"${{interpreter}}\", \"${{program}}\", "
+                   f"\"${{args}}\"], got {command!r}")
+        return program, None
+    if program is None and any("${program}" in str(t) for t in command):
+        check.fail("command", f"uses ${{program}} but the spec has no program, got {command!r}")
+    return program, tuple(str(t) for t in command)
 
 
 def _metric(check: Checker, raw: Any) -> MetricSpec:
@@ -114,7 +147,7 @@ def _metric(check: Checker, raw: Any) -> MetricSpec:
     return MetricSpec(name=name, goal=goal, target=target)
 
 
-def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> Any:
+def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str, runs_program: bool = False) -> Any:
     """W&B's ``early_terminate: {type: hyperband, ...}`` as our scheduler keys, merged into ``scheduler``.
 
     ``min_iter`` (or ``max_iter / eta**s``) is the first rung, so ASHA's ``grace_period``; ``eta`` its
@@ -144,10 +177,10 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str) -> A
         check.fail("early_terminate", "hyperband needs min_iter, or max_iter and s")
     if "max_iter" in raw:
         keys["max_t"] = raw["max_iter"]
-    elif "grace_period" in keys and eta is not None and eta > 1:
+    elif "grace_period" in keys and eta is not None and eta > 1 and not runs_program:
         # W&B's hyperband with only min_iter has no end: its brackets go on at min_iter * eta**k
-        # for as long as the program runs. Three of them give the epoch budget, unless
-        # scheduler.max_t sets it.
+        # for as long as the program runs (as they do for a program trial here). For a task, three of
+        # them give the epoch budget, unless scheduler.max_t sets it.
         keys["max_t"] = int(math.ceil(keys["grace_period"] * eta ** 3 - 1e-9))
     if method == "bohb":
         keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
@@ -179,8 +212,13 @@ def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
     return check.integer("run_cap", raw, minimum=1)
 
 
-def _scheduler(check: Checker, raw: Any, method: str) -> SchedulerSpec:
-    d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
+def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False) -> SchedulerSpec:
+    """The ``scheduler`` block. A program trial counts its ``wandb.log`` steps, is stopped early only
+    when the spec asks, and, unless a budget is given, runs until the program ends (:data:`PROGRAM_MAX_T`)."""
+    if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks
+        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="step", max_t=PROGRAM_MAX_T)
+    else:
+        d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:
         raw = {}
     if not check.mapping("scheduler", raw):

@@ -69,17 +69,20 @@ class WandbTracker(DriverCallback):
             (or its steps, when ``time_attr`` is ``step``).
         time_attr: the report key that counts a trial's progress (``epoch`` or ``step``): each run's
             wandb step, so a resumed trial continues its curve.
+        trial_runs: whether the tracker writes each trial's run; a W&B program's trials write their own
+            (:meth:`program_run` is what their ``wandb.init`` gets), and the tracker the sweep's summary.
         key_parameters: the searched parameters, named in run names.
         trial_config: what every trial's config also holds (resources, training settings).
     """
 
     def __init__(self, settings: WandbSettings, mode: str, *, experiment: str, experiment_dir: str | os.PathLike,
                  metric: str, metric_mode: str, max_t: int, key_parameters: list[str],
-                 trial_config: Mapping[str, Any], time_attr: str = "epoch"):
+                 trial_config: Mapping[str, Any], time_attr: str = "epoch", trial_runs: bool = True):
         super().__init__(f"{experiment}/wandb")
         self.settings, self.mode, self.experiment = settings, mode, experiment
         self.experiment_dir = Path(experiment_dir)
         self.metric, self.metric_mode, self.max_t, self.time_attr = metric, metric_mode, max_t, time_attr
+        self.trial_runs = trial_runs
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
         self._writer = OrderedWriter()
@@ -111,9 +114,16 @@ class WandbTracker(DriverCallback):
 
     # -- Tune callback hooks (driver thread: they only queue work) ---------------------------------
 
+    def program_run(self) -> dict[str, Any]:
+        """What a W&B program's ``wandb.init`` is given (besides the trial's id and name): its run then
+        is the trial's, in the sweep's project and group, where the tracker would have written it."""
+        s = self.settings
+        return {"project": s.project, "entity": s.entity, "group": s.group, "dir": str(self.experiment_dir),
+                "mode": self.mode, "tags": list(s.tags), "job_type": "trial"}
+
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         trial_id = trial.trial_id
-        if trial_id in self._runs:  # restarted after a failure: the run is still open
+        if not self.trial_runs or trial_id in self._runs:  # restarted after a failure: the run is still open
             return
         state = self._runs[trial_id] = _TrialRun(run_id(self.experiment, trial_id))
         # A trial resumed from an earlier session: its run already holds the epochs Tune recorded, and
@@ -241,7 +251,8 @@ def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike
     return WandbTracker(settings, mode, experiment=experiment, experiment_dir=experiment_dir,
                         metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
                         key_parameters=[p.name for p in spec.parameters if p.is_searched],
-                        trial_config=trial_config, time_attr=spec.scheduler.time_attr)
+                        trial_config=trial_config, time_attr=spec.scheduler.time_attr,
+                        trial_runs=not spec.runs_program)
 
 
 def _reported_checkpoint(trial: Any, result: dict) -> str | None:

@@ -41,12 +41,13 @@ def test_a_parameter_the_task_does_not_take_is_refused_naming_the_nearest(tmp_pa
                    "weight_decay\n")
 
 
-def test_a_wandb_file_without_a_task_gets_notes_not_refusals(tmp_path, capsys, forbid_ray_start):
+def test_a_wandb_file_without_a_task_runs_its_program_and_is_not_checked_against_a_task(tmp_path, capsys,
+                                                                                         forbid_ray_start):
     code, out, _ = dry_run(tmp_path, capsys, {"program": "train.py", "metric": {"name": "loss", "goal": "minimize"},
                                               "parameters": {"learning_rate": {"min": 0.001, "max": 0.1}}})
     assert code == cli.EXIT_OK
-    assert "note         metric.name: the task digits never reports 'loss'" in out
-    assert "note         parameters.learning_rate: the task digits does not take 'learning_rate'" in out
+    assert "program      train.py, run as W&B's agent runs it" in out and "--learning_rate=" in out
+    assert "the task digits" not in out
 
 
 class Anything(Digits):

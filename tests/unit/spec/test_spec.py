@@ -120,7 +120,7 @@ def test_override_without_equals_is_refused():
     (minimal(resources={"gpus": 1}),
      "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
-     "method, metric, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, program, command"),
+     "method, metric, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, program, command, controller, job, image_uri"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
     (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
     (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
@@ -153,10 +153,27 @@ def test_all_errors_are_reported_at_once():
     assert [p.split(":")[0] for p in found] == ["method", "resources.workers", "run_cap"]
 
 
-def test_wandb_agent_keys_are_read_and_reported_not_ignored():
-    spec = load_spec(minimal(program="train.py", command=["${env}", "python"]))
-    assert any(n.startswith("program:") for n in spec.notes)
-    assert any(n.startswith("command:") for n in spec.notes)
+def test_a_wandb_program_without_a_task_is_what_the_trials_run():
+    spec = load_spec(minimal(program="train.py", command="${env} ${interpreter} ${program} --fast ${args}"))
+    assert spec.runs_program and spec.task == "" and spec.program == "train.py"
+    assert spec.command == ("${env}", "${interpreter}", "${program}", "--fast", "${args}")
+    # as under W&B's agent: no early stopping unless asked, the program's own length, counted in wandb.log steps
+    assert (spec.scheduler.type, spec.scheduler.time_unit, spec.scheduler.max_t) == ("fifo", "step", 1_000_000)
+    hyperband = load_spec(minimal(program="train.py", early_terminate={"type": "hyperband", "min_iter": 2}))
+    assert (hyperband.scheduler.type, hyperband.scheduler.grace_period, hyperband.scheduler.max_t) == (
+        "asha", 2, 1_000_000)
+
+
+def test_with_a_task_the_program_is_read_but_not_run():
+    spec = load_spec(minimal(program="train.py", task="digits"))
+    assert not spec.runs_program and any(n.startswith("program: read but not run") for n in spec.notes)
+
+
+def test_a_malformed_program_or_command_is_refused_naming_it():
+    assert problems(minimal(program=3)) == ["program: must be the path of the training script W&B's agent runs, got 3"]
+    assert problems(minimal(program="t.py", command={"a": 1}))[0].startswith("command: must be a list of strings")
+    assert problems(minimal(command=["${program}"])) == [
+        "command: uses ${program} but the spec has no program, got ['${program}']"]
 
 
 def test_yaml_errors_name_the_line(tmp_path):
@@ -183,3 +200,14 @@ def test_yaml_is_read_safely(tmp_path):
     path.write_text("method: !!python/object/apply:os.system ['echo pwned']\n")
     with pytest.raises(SpecError, match="invalid YAML"):
         load_spec(path)
+
+
+def test_every_top_level_key_of_wandbs_sweep_configuration_is_accepted_one_note_each():
+    spec = load_spec(minimal(program="train.py", controller={"type": "local"}, job="me/project/job:v1",
+                             image_uri="img:1", project="p", entity="e", description="d", run_cap=3,
+                             early_terminate={"type": "hyperband", "min_iter": 1}, name="n",
+                             metric={"name": "loss", "goal": "minimize"}, command=["${program}"]))
+    notes = [n for n in spec.notes if n.split(":")[0] in ("controller", "job", "image_uri")]
+    assert [n.split(":")[0] for n in notes] == ["controller", "job", "image_uri"]
+    assert notes[0] == ("controller: read, not used: W&B's sweep controller (local or cloud); here the tune-run "
+                        "driver is the controller")

@@ -24,10 +24,16 @@ def test_the_collection_is_a_varied_dozen():
 
 
 @pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
-def test_a_real_wandb_sweep_file_passes_dry_run(path, capsys, forbid_ray_start):
+def test_a_real_wandb_sweep_file_passes_dry_run_showing_the_command_its_first_trial_runs(path, capsys,
+                                                                                         forbid_ray_start):
+    spec = load_spec(path)
     assert cli.main([str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "trials" in out and "program: read but not run" in out
+    command = next(line for line in out.splitlines() if line.startswith("command "))
+    assert spec.runs_program and "trials" in out and spec.program in command and "(the first trial's)" in command
+    passes_args = any("${args" in token for token in (spec.command or ("${args}",)))
+    # with an args macro every parameter is on the line, by name; without one the program reads wandb.config
+    assert all(p.name in command for p in spec.parameters) == passes_args
 
 
 def test_a_hydra_style_dotted_name_under_a_parameter_stays_one_flat_key_as_in_wandb():

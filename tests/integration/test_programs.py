@@ -1,0 +1,99 @@
+"""W&B programs run unchanged as trials (issue 22), on a real local Ray: real processes of a real
+W&B-style script, real wandb offline runs. The example's sweep (2-rank trials, ASHA) is run from its
+README line by tests/integration/test_examples.py; here, how a program's trial fails and what it logs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tune_service
+from tune_service import cli
+from tune_service.tracking.naming import run_id
+from driver_process import command_line, signal_driver_when, still_running
+from test_driver_crash import saved_trials
+from wandb_files import offline_runs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+PROGRAM = Path(__file__).resolve().parents[1] / "data" / "programs" / "logs_metrics.py"
+
+
+def sweep(**extra) -> dict:
+    spec = {"program": str(PROGRAM), "method": "grid", "metric": {"name": "val.accuracy", "goal": "maximize"},
+            "resources": {"workers": 1}, "wandb": {"mode": "offline"}}
+    spec.update(extra)
+    return spec
+
+
+def test_a_program_that_crashes_or_hangs_fails_its_trial_saying_why_and_nested_metrics_arrive(ray_cluster,
+                                                                                             tmp_path):
+    spec = sweep(parameters={"exit-code": {"values": [0, 3]}, "sleep": {"values": [0, 600]}, "steps": {"value": 2}},
+                 limits={"progress_s": 15})
+    result = tune_service.run(spec, storage=tmp_path, name="programs", verbose=0)
+    by_case = {(t.config["exit-code"], t.config["sleep"]): t for t in result.trials}
+    fine, crashed = by_case[(0, 0)], by_case[(3, 0)]
+    assert fine.status == "completed" and fine.metrics["val.accuracy"] == pytest.approx(0.6)  # nested, dotted
+    assert fine.steps == 2 and fine.metrics["val_loss"] == pytest.approx(0.2)
+    assert crashed.status == "failed" and "exited with code 3; its last output:" in crashed.error
+    assert "finished" in crashed.error  # the program's own last line
+    for case in ((0, 600), (3, 600)):  # logged once, then slept: ended after limits.progress_s
+        assert by_case[case].status == "failed" and "logged nothing for 15 s" in by_case[case].error
+    # the program's own wandb run is the trial's: its id, the trial's config, its history; no second run
+    experiment = Path(result.experiment_dir)
+    runs = {run.run_id: run for run in offline_runs(experiment) if run.job_type == "trial"}
+    assert set(runs) == {run_id("programs", t.trial_id) for t in result.trials}
+    run = runs[run_id("programs", fine.trial_id)]
+    assert run.config["exit-code"] == 0 and run.config["steps"] == 2 and run.group == "programs"
+    assert [row["val_loss"] for row in run.history] == pytest.approx([0.1, 0.2])
+
+
+def test_a_program_that_never_logs_the_metric_fails_naming_what_it_logged(ray_cluster, tmp_path):
+    spec = sweep(metric={"name": "val_top5", "goal": "maximize"}, parameters={"steps": {"value": 1}})
+    result = tune_service.run(spec, storage=tmp_path, name="no-metric", verbose=0)
+    (trial,) = result.trials
+    assert trial.status == "failed"
+    assert ("without ever logging the sweep's metric 'val_top5' with wandb.log; it logged: train_loss, val.accuracy, "
+            "val_loss") in trial.error
+    summary = json.loads((Path(result.experiment_dir) / "summary.json").read_text())
+    assert summary["trials"][0]["status"] == "failed"
+
+
+def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_program_under_its_run_id(
+        ray_cluster, tmp_path):
+    project = tmp_path / "project"  # the program beside its sweep file, named relatively, as W&B users do
+    project.mkdir()
+    shutil.copy(PROGRAM, project / "train.py")
+    spec = project / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({
+        "program": "train.py", "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": {"lr": {"values": [0.1, 0.2, 0.3]}, "steps": {"value": 4}, "sleep": {"value": 1.0}},
+        "resources": {"workers": 1, "cpus_per_worker": 2}, "wandb": {"mode": "offline"}}))  # one at a time
+    experiment = tmp_path / "runs" / "resumed"
+
+    def one_ended_and_another_reporting() -> bool:
+        summary = experiment / "summary.json"
+        reporting = [f for f in experiment.glob("trial_*/result.json") if f.stat().st_size > 0]
+        return summary.is_file() and len(reporting) >= 2 and saved_trials(experiment) >= 2
+
+    killed = signal_driver_when(spec, tmp_path / "runs", "resumed", signum=signal.SIGKILL, timeout=300,
+                                ready=one_ended_and_another_reporting)
+    assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
+    assert not still_running([p for p in killed.descendants if "train.py" in command_line(p)], timeout=30)
+    before = {t["trial_id"]: t["status"] for t in json.loads((experiment / "summary.json").read_text())["trials"]}
+
+    assert cli.main(["--resume", str(experiment)]) == 0  # from another directory than the spec's
+    result = tune_service.load_results(experiment)
+    assert sorted(t.config["lr"] for t in result.records) == [0.1, 0.2, 0.3]
+    assert {(t.status, t.steps) for t in result.records} == {("completed", 4)}
+    # offline-run-<time>-<run id>, one per wandb.init: a killed program's run may not have flushed its records
+    ids = [d.name.split("-", 3)[-1] for d in (experiment / "wandb").glob("offline-run-*")
+           if not d.name.endswith("summary")]
+    restarted = {i.rsplit("-", 1)[-1] for i in ids if ids.count(i) > 1}  # a restarted program: the same run id
+    ended = {trial_id for trial_id, status in before.items() if status == "completed"}
+    assert len(set(ids)) == 3 and restarted and ended and not restarted & ended  # a finished trial is not run again
+    assert {run.run_id for run in offline_runs(experiment) if run.job_type == "trial"} == set(ids)

@@ -1,0 +1,132 @@
+"""One rank of a W&B program's trial: a Ray actor, in its bundle of the trial's placement group (its
+CPUs and GPUs), that starts the program with the environment ``torchrun`` gives a rank and ends it.
+
+The program runs in a process group of its own, so that ending it ends everything it started:
+``SIGTERM`` first, ``SIGKILL`` after a grace period. Its output goes to ``rank_<i>.log`` in the trial's
+directory (on the rank's node); the last lines are what a failure says.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+#: Where the import hook is (put first on the program's PYTHONPATH).
+HOOK_DIR = Path(__file__).resolve().parent / "hook"
+#: Lines of a failed program's output that its trial's error quotes.
+ERROR_LINES = 5
+
+
+class ProgramRank:
+    """Rank ``rank`` of ``world_size``: :meth:`start` the program, :meth:`poll` it, :meth:`end` it."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+        self.process: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.reports_path: Path | None = None
+
+    def address(self) -> tuple[str, int]:
+        """This node's address and a free port on it: where the other ranks find rank 0 (MASTER_ADDR/PORT)."""
+        import socket
+
+        import ray
+
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def node(self) -> str:
+        """The id of this rank's node (ranks on one node share LOCAL_WORLD_SIZE)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def start(self, argv: list[str], cwd: str | None, hook: str, files: dict[str, str], work_dir: str,
+              master: tuple[str, int], local_rank: int, local_world_size: int) -> None:
+        """Start the program: ``argv`` run in ``cwd`` (None: this actor's working directory, a job's
+        working_dir on a cluster), with the torchrun environment and the hook. Written into ``work_dir``
+        on this rank's node first: ``hook`` (what the hook gives this rank's ``wandb.init``) as
+        ``trial_<rank>.json``, and ``files`` (name: text; what ``${args_json_file}`` names)."""
+        import ray
+
+        work = Path(work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (work / name).write_text(text, encoding="utf-8")
+        cwd = cwd or os.getcwd()
+        trial_file = work / f"trial_{self.rank}.json"  # ranks on one node share work_dir
+        trial_file.write_text(hook, encoding="utf-8")
+        self.log_path = work / f"rank_{self.rank}.log"
+        env = dict(os.environ)
+        env.update({
+            "RANK": str(self.rank), "WORLD_SIZE": str(self.world_size), "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(local_world_size), "GROUP_RANK": "0", "MASTER_ADDR": master[0],
+            "MASTER_PORT": str(master[1]),
+            "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), cwd, *filter(None, [env.get("PYTHONPATH")])]),
+            # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
+            "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
+            "TUNE_SERVICE_TRIAL": str(trial_file), "TUNE_SERVICE_PARENT_PID": str(os.getpid()),
+            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(max(1, int(_cpus())))),
+        })
+        gpus = ray.get_gpu_ids()
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        if self.rank == 0:
+            self.reports_path = work / "reports.jsonl"
+            self.reports_path.touch()
+            env["TUNE_SERVICE_REPORTS"] = str(self.reports_path)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def poll(self, reports_read: int) -> tuple[list[str], int | None]:
+        """The report lines after the first ``reports_read`` (rank 0; none elsewhere), and the program's
+        exit code (None while it runs). Lines are read only once complete."""
+        code = self.process.poll() if self.process is not None else None
+        lines: list[str] = []
+        if self.reports_path is not None:
+            text = self.reports_path.read_text(encoding="utf-8", errors="replace")
+            complete = text[: text.rfind("\n") + 1].splitlines()
+            lines = complete[reports_read:]
+        return lines, code
+
+    def output_tail(self, lines: int = ERROR_LINES) -> str:
+        """The last lines of the program's output."""
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        with open(self.log_path, encoding="utf-8", errors="replace") as log:
+            return "\n".join(line.rstrip() for line in deque(log, maxlen=lines))
+
+    def end(self, grace_s: float) -> int | None:
+        """End the program and everything it started: SIGTERM, then SIGKILL after ``grace_s`` seconds.
+        Returns its exit code."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(process.pid, signal.SIGKILL)  # what it left running in its group, if anything
+        return process.wait()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _cpus() -> float:
+    import ray
+
+    return float(ray.get_runtime_context().get_assigned_resources().get("CPU", 1) or 1)
