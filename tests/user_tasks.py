@@ -11,6 +11,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from tune_service import Task
+from tune_service.tasks.base import ANY
+from tune_service.tasks.digits import Digits
 
 
 class TinyRegression(Task):
@@ -95,3 +97,10 @@ def checkpointing_loop(config):
                 (Path(directory) / "epoch.json").write_text(json.dumps({"epoch": epoch}))
                 saved = ray.train.Checkpoint.from_directory(directory)
             ray.train.report({"epoch": epoch, "score": float(epoch)}, checkpoint=saved)
+
+
+class DigitsTakingAnything(Digits):
+    """The built-in digits task, declared to take any hyperparameter (a W&B file's own parameters pass
+    through to its config unchecked)."""
+
+    hyperparameters = ANY

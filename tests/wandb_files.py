@@ -107,6 +107,12 @@ def read_run(directory: Path) -> OfflineRun:
     return run
 
 
+def offline_run_ids(experiment_dir: Path) -> list[str]:
+    """The run id of every offline run directory (``offline-run-<time>-<id>``), one per ``wandb.init``:
+    read from the names, since a program ended by a signal may not have flushed its run's records."""
+    return [d.name.split("-", 3)[-1] for d in sorted((experiment_dir / "wandb").glob("offline-run-*"))]
+
+
 def offline_runs(experiment_dir: Path) -> list[OfflineRun]:
     """Every offline run directory of an experiment (a resumed run has one directory per attempt)."""
     return [read_run(d) for d in sorted((experiment_dir / "wandb").glob("offline-run-*"))]

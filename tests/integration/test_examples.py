@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tune_service import cli
+from tune_service.experiment.layout import read_trial_results, trial_results_file
 from tune_service.results import sweep_result
-from wandb_files import offline_runs
+from wandb_files import offline_run_ids, offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,5 +82,14 @@ def test_the_wandb_program_example_runs_its_unchanged_script_as_2_rank_trials_an
     for trial in result.trials:  # every trial a 2-rank job: both ranks' programs ran
         program = next(experiment.glob(f"trial_{trial.trial_id}*")) / "program"
         assert sorted(p.name for p in program.glob("rank_*.log")) == ["rank_0.log", "rank_1.log"]
-    runs = [run for run in offline_runs(experiment) if run.job_type == "trial"]
-    assert sorted(run.run_id.rsplit("-", 1)[-1] for run in runs) == sorted(t.trial_id for t in result.trials)
+    ids = [i.rsplit("-", 1)[-1] for i in offline_run_ids(experiment) if not i.endswith("-summary")]
+    assert sorted(ids) == sorted(t.trial_id for t in result.trials)  # one wandb run per trial ...
+    runs = {run.run_id.rsplit("-", 1)[-1]: run for run in offline_runs(experiment) if run.job_type == "trial"}
+    for trial in result.trials:  # ... holding its metrics, a stopped trial's too (its program exited cleanly)
+        assert [row["val_accuracy"] for row in runs[trial.trial_id].history][:trial.steps] == pytest.approx(
+            [r["val_accuracy"] for r in read_trial_results(trial_results_file(experiment, trial.trial_id))
+             if "val_accuracy" in r][:trial.steps])
+    # the stopped trials' programs were ended with their process groups
+    left = [p for p in psutil.process_iter(["cmdline", "cwd"])
+            if "train.py" in (p.info["cmdline"] or []) and p.info["cwd"] == str(ROOT / "examples" / "wandb_program")]
+    assert not left

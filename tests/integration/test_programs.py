@@ -9,6 +9,7 @@ import shutil
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -17,10 +18,19 @@ from tune_service import cli
 from tune_service.tracking.naming import run_id
 from driver_process import command_line, signal_driver_when, still_running
 from test_driver_crash import saved_trials
-from wandb_files import offline_runs
+from wandb_files import offline_run_ids, offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 PROGRAM = Path(__file__).resolve().parents[1] / "data" / "programs" / "logs_metrics.py"
+
+
+def programs_running(script: str) -> list[psutil.Process]:
+    """The processes still running ``script``."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(part.endswith(script) for part in process.info["cmdline"] or []):
+            found.append(process)
+    return found
 
 
 def sweep(**extra) -> dict:
@@ -43,6 +53,7 @@ def test_a_program_that_crashes_or_hangs_fails_its_trial_saying_why_and_nested_m
     assert "finished" in crashed.error  # the program's own last line
     for case in ((0, 600), (3, 600)):  # logged once, then slept: ended after limits.progress_s
         assert by_case[case].status == "failed" and "logged nothing for 15 s" in by_case[case].error
+    assert not programs_running(PROGRAM.name)  # the sleeping programs were ended, not left behind
     # the program's own wandb run is the trial's: its id, the trial's config, its history; no second run
     experiment = Path(result.experiment_dir)
     runs = {run.run_id: run for run in offline_runs(experiment) if run.job_type == "trial"}
@@ -72,7 +83,7 @@ def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_prog
     spec.write_text(yaml.safe_dump({
         "program": "train.py", "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
         "parameters": {"lr": {"values": [0.1, 0.2, 0.3]}, "steps": {"value": 4}, "sleep": {"value": 1.0}},
-        "resources": {"workers": 1, "cpus_per_worker": 2}, "wandb": {"mode": "offline"}}))  # one at a time
+        "wandb": {"mode": "offline"}}))  # 2-rank trials (the default), one at a time on 2 CPUs
     experiment = tmp_path / "runs" / "resumed"
 
     def one_ended_and_another_reporting() -> bool:
@@ -90,9 +101,7 @@ def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_prog
     result = tune_service.load_results(experiment)
     assert sorted(t.config["lr"] for t in result.records) == [0.1, 0.2, 0.3]
     assert {(t.status, t.steps) for t in result.records} == {("completed", 4)}
-    # offline-run-<time>-<run id>, one per wandb.init: a killed program's run may not have flushed its records
-    ids = [d.name.split("-", 3)[-1] for d in (experiment / "wandb").glob("offline-run-*")
-           if not d.name.endswith("summary")]
+    ids = [i for i in offline_run_ids(experiment) if not i.endswith("-summary")]
     restarted = {i.rsplit("-", 1)[-1] for i in ids if ids.count(i) > 1}  # a restarted program: the same run id
     ended = {trial_id for trial_id, status in before.items() if status == "completed"}
     assert len(set(ids)) == 3 and restarted and ended and not restarted & ended  # a finished trial is not run again

@@ -141,11 +141,13 @@ def test_a_conditional_space_never_hands_a_trial_an_inactive_parameter(ray_clust
 
 
 def test_a_real_wandb_sweep_file_runs_a_short_sweep(ray_cluster, tmp_path):
-    """fastai's Simpsons sweep from wandb/examples, as it is but for the budget; digits trains in place of
-    its program, with the file's batch sizes, dropout and W&B's old log_uniform (natural-log exponents)."""
+    """fastai's Simpsons sweep from wandb/examples, as it is but for the budget and a `task` (its program is
+    not in the collection): digits, taking any parameter, trains in place of its program, with the file's
+    batch sizes, dropout and W&B's old log_uniform (natural-log exponents)."""
     path = ROOT / "tests" / "data" / "wandb_sweeps" / "02_fastai-simpsons-bayes.yaml"
     result = tune_service.run(path, storage=tmp_path, name="fastai", verbose=0, overrides={
-        "run_cap": 2, "scheduler.max_t": 1, "metric.name": "val_accuracy", "resources.workers": 1})
+        "task": "user_tasks:DigitsTakingAnything", "run_cap": 2, "scheduler.max_t": 1, "metric.name": "val_accuracy",
+        "resources.workers": 1})
     assert len(result.trials) == 2 and all(t.status == "completed" for t in result.trials)
     for trial in result.trials:
         config = trial.config

@@ -56,6 +56,7 @@ class ProgramStalled(TuneServiceError):
 class ProgramTrial(SweepTrial):
     """Runs ``program`` with ``command`` (W&B's, macros and all) from ``directory`` on every rank."""
 
+    #: The ranks' resources (a warm gang's shape: one placement-group bundle per rank) and the progress limit.
     gang: GangSettings
     program: str
     command: tuple[str, ...] | None = None

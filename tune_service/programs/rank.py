@@ -104,16 +104,19 @@ class ProgramRank:
             return "\n".join(line.rstrip() for line in deque(log, maxlen=lines))
 
     def end(self, grace_s: float) -> int | None:
-        """End the program and everything it started: SIGTERM, then SIGKILL after ``grace_s`` seconds.
-        Returns its exit code."""
+        """End the program and everything it started: SIGTERM to the program, then SIGKILL to its whole
+        process group once it has exited or after ``grace_s`` seconds. Returns its exit code.
+
+        SIGTERM goes to the program alone first: the hook makes it exit cleanly, so its wandb run is
+        finished (flushed by wandb's service process, which a signal to the group would end first)."""
         process = self.process
         if process is None:
             return None
         if process.poll() is None:
-            _signal_group(process.pid, signal.SIGTERM)
             try:
+                process.send_signal(signal.SIGTERM)
                 process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, ProcessLookupError):
                 pass
         _signal_group(process.pid, signal.SIGKILL)  # what it left running in its group, if anything
         return process.wait()

@@ -7,6 +7,8 @@ it would see under W&B's agent. Nothing here runs unless tune-service started th
 - Every ``run.log()`` / ``wandb.log()`` of rank 0 is also written, as one JSON line, to the file
   ``TUNE_SERVICE_REPORTS`` names: its numbers (nested dicts as dotted names) and its ``step`` (also when
   the sweep has no wandb and the run is ``disabled``).
+- SIGTERM (a trial the scheduler stopped) exits the program cleanly (``SystemExit``, so ``atexit`` runs
+  and its wandb run is finished), unless the program handles SIGTERM itself.
 - The program ends if the Ray actor that started it goes away (its process group is killed), so a
   killed trial leaves no program behind.
 
@@ -148,9 +150,17 @@ class _WandbFinder:
         return spec
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 if _TRIAL:
     if _PARENT and os.getppid() == int(_PARENT):  # the program itself, not a process it starts
+        import signal
+
         threading.Thread(target=_watch_parent, args=(int(_PARENT),), daemon=True).start()
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if "wandb" in sys.modules:
         _patch(sys.modules["wandb"])
     else:
