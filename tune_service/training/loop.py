@@ -90,8 +90,6 @@ class TrainingRun:
     schedule_interval: str
     clip_grad_norm: float
     seed: int
-    #: Optimizer steps per epoch on every rank (None: an iterable training set without a length).
-    steps_per_epoch: int | None = None
     epochs_done: int = 0  # whole epochs trained (restored from a checkpoint, then counted)
     epoch_batches: int = 0  # batches of the epoch after those already trained (a mid-epoch checkpoint's)
     steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the schedule)
@@ -124,7 +122,7 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     schedule = None if task_scheduler is not None else _schedule(settings, steps, config, scale)
     run = TrainingRun(task, hparams, ranks, model, optimizer, precision.scaler(), precision, device, loaders,
                       schedule, task_scheduler, settings.schedule.interval, settings.clip_grad_norm, config.seed,
-                      steps_per_epoch=steps, lr=optimizer.param_groups[0]["lr"])
+                      lr=optimizer.param_groups[0]["lr"])
     state = context.restored_state()
     if state is not None:
         model.plain.load_state_dict(state["model"])
