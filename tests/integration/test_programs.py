@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import psutil
@@ -106,3 +107,38 @@ def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_prog
     ended = {trial_id for trial_id, status in before.items() if status == "completed"}
     assert len(set(ids)) == 3 and restarted and ended and not restarted & ended  # a finished trial is not run again
     assert {run.run_id for run in offline_runs(experiment) if run.job_type == "trial"} == set(ids)
+
+
+def test_a_program_whose_trial_actor_is_killed_still_ends_cleanly_so_its_wandb_run_keeps_its_logs(
+        ray_cluster, tmp_path):
+    """Tune may drop a stopped trial's actor before the trial's function has ended its programs; Ray then
+    kills the actor's rank actors and their child processes. The program must still get its SIGTERM
+    (the hook's clean exit), not a SIGKILL, so that its wandb run is flushed."""
+    import ray
+
+    from tune_service.programs.rank import ProgramRank
+
+    @ray.remote(num_cpus=0)
+    class Trial:  # stands for a trial's Tune actor: it owns its ranks' actors
+        def start(self, argv, hook, work):
+            self.rank = ray.remote(ProgramRank).options(num_cpus=0).remote(0, 1, 10.0)
+            ray.get(self.rank.start.remote(argv, str(work), hook, {}, str(work), ("127.0.0.1", 29500), 0, 1))
+
+        def reports(self):
+            return len(ray.get(self.rank.poll.remote(0))[0])
+
+    run = {"id": "killed-trial", "project": "p", "dir": str(tmp_path), "mode": "offline", "resume": "allow"}
+    trial = Trial.remote()
+    argv = ["python", str(PROGRAM), "--steps", "1000", "--sleep", "0.2"]
+    ray.get(trial.start.remote(argv, json.dumps({"params": {}, "run": run}), tmp_path))
+    deadline = time.monotonic() + 60
+    while ray.get(trial.reports.remote()) < 3:
+        assert time.monotonic() < deadline, "the program never logged"
+        time.sleep(0.2)
+    ray.kill(trial)
+    deadline = time.monotonic() + 30
+    while programs_running(PROGRAM.name):
+        assert time.monotonic() < deadline, "the program outlived its trial's actors"
+        time.sleep(0.2)
+    (wandb_run,) = offline_runs(tmp_path)
+    assert wandb_run.run_id == "killed-trial" and len(wandb_run.history) >= 3  # flushed: it exited cleanly

@@ -98,7 +98,7 @@ class ProgramTrial(SweepTrial):
             if group is not None:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     group, placement_group_bundle_index=rank)
-            ranks.append(ray.remote(ProgramRank).options(**options).remote(rank, r.workers))
+            ranks.append(ray.remote(ProgramRank).options(**options).remote(rank, r.workers, STOP_GRACE_S))
         try:
             master = ray.get(ranks[0].address.remote())
             nodes = ray.get([rank.node.remote() for rank in ranks])
@@ -112,7 +112,7 @@ class ProgramTrial(SweepTrial):
             ray.get(starts)
             self._follow(ranks)
         finally:
-            ray.get([rank.end.remote(STOP_GRACE_S) for rank in ranks])
+            ray.get([rank.end.remote() for rank in ranks])
             for rank in ranks:
                 ray.kill(rank)
 

@@ -1,9 +1,12 @@
 """One rank of a W&B program's trial: a Ray actor, in its bundle of the trial's placement group (its
 CPUs and GPUs), that starts the program with the environment ``torchrun`` gives a rank and ends it.
 
-The program runs in a process group of its own, so that ending it ends everything it started:
-``SIGTERM`` first, ``SIGKILL`` after a grace period. Its output goes to ``rank_<i>.log`` in the trial's
-directory (on the rank's node); the last lines are what a failure says.
+The program runs under a supervisor (:mod:`~tune_service.programs.supervise`), in a process group of its
+own, so that ending it ends everything it started: ``SIGTERM`` first, ``SIGKILL`` after a grace period.
+The supervisor does that when this actor closes its pipe to it, or when this actor is gone (killed with
+its trial): so a stopped program's wandb run is finished however its trial's actors went. The program's
+output goes to ``rank_<i>.log`` in the trial's directory (on the rank's node); the last lines are what a
+failure says.
 """
 
 from __future__ import annotations
@@ -12,21 +15,29 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
 #: Where the import hook is (put first on the program's PYTHONPATH).
 HOOK_DIR = Path(__file__).resolve().parent / "hook"
+#: The supervisor script, run by path: standard library only.
+SUPERVISOR = Path(__file__).resolve().parent / "supervise.py"
+#: What a program's exit code is when its supervisor vanished without recording one (killed).
+LOST = -int(signal.SIGKILL)
 #: Lines of a failed program's output that its trial's error quotes.
 ERROR_LINES = 5
 
 
 class ProgramRank:
-    """Rank ``rank`` of ``world_size``: :meth:`start` the program, :meth:`poll` it, :meth:`end` it."""
+    """Rank ``rank`` of ``world_size``: :meth:`start` the program, :meth:`poll` it, :meth:`end` it. A
+    stopped program gets ``grace_s`` seconds between SIGTERM and SIGKILL."""
 
-    def __init__(self, rank: int, world_size: int):
-        self.rank, self.world_size = rank, world_size
-        self.process: subprocess.Popen | None = None
+    def __init__(self, rank: int, world_size: int, grace_s: float):
+        self.rank, self.world_size, self.grace_s = rank, world_size, grace_s
+        self.group: int | None = None  # the program's process group (its supervisor's)
+        self.end_fd: int | None = None  # closing it tells the supervisor to end the program
+        self.exit_path: Path | None = None
         self.log_path: Path | None = None
         self.reports_path: Path | None = None
 
@@ -71,7 +82,7 @@ class ProgramRank:
             "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), cwd, *filter(None, [env.get("PYTHONPATH")])]),
             # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
             "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
-            "TUNE_SERVICE_TRIAL": str(trial_file), "TUNE_SERVICE_PARENT_PID": str(os.getpid()),
+            "TUNE_SERVICE_TRIAL": str(trial_file),
             "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(max(1, int(_cpus())))),
         })
         gpus = ray.get_gpu_ids()
@@ -81,14 +92,22 @@ class ProgramRank:
             self.reports_path = work / "reports.jsonl"
             self.reports_path.touch()
             env["TUNE_SERVICE_REPORTS"] = str(self.reports_path)
+        self.exit_path = work / f"rank_{self.rank}.exit"
+        self.exit_path.unlink(missing_ok=True)  # a rerun trial's directory may hold an earlier attempt's
+        read_fd, self.end_fd = os.pipe()
+        supervisor = [sys.executable, "-I", "-S", str(SUPERVISOR), str(self.exit_path), str(self.grace_s),
+                      str(read_fd), "--", *argv]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            first = subprocess.Popen(supervisor, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(read_fd,))
+        os.close(read_fd)
+        first.wait()  # it forks the supervisor and exits at once
+        self.group = first.pid
 
     def poll(self, reports_read: int) -> tuple[list[str], int | None]:
         """The report lines after the first ``reports_read`` (rank 0; none elsewhere), and the program's
         exit code (None while it runs). Lines are read only once complete."""
-        code = self.process.poll() if self.process is not None else None
+        code = self._exit_code()
         lines: list[str] = []
         if self.reports_path is not None:
             text = self.reports_path.read_text(encoding="utf-8", errors="replace")
@@ -103,28 +122,41 @@ class ProgramRank:
         with open(self.log_path, encoding="utf-8", errors="replace") as log:
             return "\n".join(line.rstrip() for line in deque(log, maxlen=lines))
 
-    def end(self, grace_s: float) -> int | None:
-        """End the program and everything it started: SIGTERM to the program, then SIGKILL to its whole
-        process group once it has exited or after ``grace_s`` seconds. Returns its exit code.
-
-        SIGTERM goes to the program alone first: the hook makes it exit cleanly, so its wandb run is
-        finished (flushed by wandb's service process, which a signal to the group would end first)."""
-        process = self.process
-        if process is None:
+    def end(self) -> int | None:
+        """End the program and everything it started, and return its exit code (None if it never
+        started): the supervisor sends SIGTERM to the program alone (the hook makes it exit cleanly, so
+        its wandb run is finished by wandb's service process, which a signal to the group would end
+        first), SIGKILL after the grace period, then kills what is left in the group."""
+        if self.group is None:
             return None
-        if process.poll() is None:
-            try:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=grace_s)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                pass
-        _signal_group(process.pid, signal.SIGKILL)  # what it left running in its group, if anything
-        return process.wait()
+        if self.end_fd is not None:
+            os.close(self.end_fd)
+            self.end_fd = None
+        deadline = time.monotonic() + self.grace_s + 5.0  # the supervisor's own SIGKILL comes at grace_s
+        while (code := self._exit_code()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _kill_group(self.group)  # nothing is left behind, whatever happened to the supervisor
+        return code if code is not None else LOST
+
+    def _exit_code(self) -> int | None:
+        """The program's exit code once its supervisor has recorded it; LOST if the supervisor and
+        everything in its group are gone without one; None while it runs."""
+        if self.exit_path is None:
+            return None
+        try:
+            return int(self.exit_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            pass
+        try:
+            os.killpg(self.group, 0)
+        except ProcessLookupError:  # the group is empty: the supervisor was killed before it recorded one
+            return LOST if not self.exit_path.is_file() else int(self.exit_path.read_text(encoding="utf-8"))
+        return None
 
 
-def _signal_group(pid: int, sig: int) -> None:
+def _kill_group(group: int) -> None:
     try:
-        os.killpg(pid, sig)
+        os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
         pass
 

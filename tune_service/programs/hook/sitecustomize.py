@@ -9,8 +9,9 @@ it would see under W&B's agent. Nothing here runs unless tune-service started th
   the sweep has no wandb and the run is ``disabled``).
 - SIGTERM (a trial the scheduler stopped) exits the program cleanly (``SystemExit``, so ``atexit`` runs
   and its wandb run is finished), unless the program handles SIGTERM itself.
-- The program ends if the Ray actor that started it goes away (its process group is killed), so a
-  killed trial leaves no program behind.
+- The program's supervisor (``supervise.py``) ends it gracefully when its trial ends, however the
+  trial's actors went; if the supervisor itself is killed, the program kills its own process group, so
+  nothing is left behind.
 
 Python imports one ``sitecustomize``; the next one on the path, if any, is run after this one.
 """
@@ -37,7 +38,7 @@ def _chain_next_sitecustomize():
 
 
 def _watch_parent(parent):
-    """End the program's process group once the actor that started it (``parent``) is gone."""
+    """End the program's process group once its supervisor (``parent``) is gone."""
     import signal
     import time
 
