@@ -31,7 +31,7 @@ from tune_service.training.context import RayTrainContext, TrainContext
 from tune_service.training.batches import count_samples, move_to_device
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import (
-    RankInfo, all_reduce_sum, barrier, log_from_main_rank_only, rank_epoch_seed, rank_info, rank_step_seed,
+    RankInfo, all_reduce_sum, log_from_main_rank_only, rank_epoch_seed, rank_info, rank_step_seed,
     seed_everything,
 )
 from tune_service.spec.training import TrainingSettings
@@ -94,8 +94,19 @@ class TrainingRun:
     epoch_batches: int = 0  # batches of the epoch after those already trained (a mid-epoch checkpoint's)
     steps_done: int = 0  # optimizer steps so far, over the whole trial (drives the schedule)
     lr: float = 0.0  # the lr of the latest optimizer step (the first group's)
-    #: ``[loss_sum, samples]`` of this rank's training since the last report, on the device.
-    train_totals: torch.Tensor | None = None
+    #: This rank's training since the last report: the sum of its losses (times their samples), on the
+    #: device, and the samples (a number, or a tensor if the task counts them in one).
+    train_loss_sum: torch.Tensor | None = None
+    train_samples: Any = 0
+
+    def reset_train_totals(self) -> None:
+        self.train_loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
+        self.train_samples = 0
+
+    def train_totals(self) -> torch.Tensor:
+        """``[loss_sum, samples]`` of this rank's training since the last report, on the device."""
+        samples = torch.as_tensor(self.train_samples, device=self.device, dtype=torch.float64)
+        return torch.stack([self.train_loss_sum, samples])
 
 
 def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
@@ -166,10 +177,10 @@ def _schedule(settings: TrainingSettings, steps: int | None, config: TrialConfig
 
 def train_one_epoch(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> torch.Tensor:
     """One pass over this rank's shard. Returns ``[loss_sum, samples]`` for this rank, on the device."""
-    run.train_totals = torch.zeros(2, device=run.device, dtype=torch.float64)
+    run.reset_train_totals()
     for _ in train_steps(run, epoch, profiler):
         pass
-    return run.train_totals
+    return run.train_totals()
 
 
 def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = None) -> Iterator[None]:
@@ -177,7 +188,7 @@ def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = No
     caller may validate, report and checkpoint, then go on or stop). The batches a mid-epoch checkpoint
     had trained are drawn and skipped, so the rest are the ones the uninterrupted epoch would train.
 
-    Losses are added to ``run.train_totals`` detached and on the device: no host sync per step, no graph
+    Losses are added to ``run.train_loss_sum`` detached and on the device: no host sync per step, no graph
     kept alive.
     """
     model, ddp, loaders = run.model.module, run.model.ddp, run.loaders
@@ -191,7 +202,6 @@ def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = No
         pass  # drawn, not trained: samplers, workers and their augmentation stay on the same course
     if skip:
         seed_everything(rank_step_seed(run.seed, run.ranks.rank, run.steps_done))  # as after that report
-    totals = run.train_totals
     index = skip - 1
     for index, batch in enumerate(stream, start=skip):
         batch = move_to_device(batch, run.device)
@@ -204,16 +214,21 @@ def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = No
         with sync:
             with run.precision.autocast():
                 loss, samples = _loss_and_samples(run.task.training_step(model, batch, run.hparams), batch)
-            run.scaler.scale(loss / group_size).backward()
-        totals[0] += loss.detach() * samples
-        totals[1] += samples
+            run.scaler.scale(loss / group_size if group_size > 1 else loss).backward()
+        # One kernel per step for the loss sum; a count that is a plain number stays one.
+        if isinstance(samples, torch.Tensor):
+            run.train_loss_sum += loss.detach() * samples
+        else:
+            run.train_loss_sum.add_(loss.detach(), alpha=samples)
+        run.train_samples += samples
         if profiler is not None:
             profiler.step()
         if steps_now:
             _optimizer_step(run)
             run.epoch_batches = index + 1
             yield
-            model.train()  # the caller may have validated
+            if not model.training:  # the caller validated (a walk over every module: not on every step)
+                model.train()
     if batches is None and (index + 1) % accum:
         # A stream's short last group was never all-reduced: dropped (on every rank, whose counts are equal).
         run.optimizer.zero_grad(set_to_none=True)
@@ -356,7 +371,7 @@ def _training_reports(run: TrainingRun, config: TrialConfig,
     ranks) and whether it is the trial's last, at the epoch's ends or every ``report_every_steps``."""
     every = config.settings.report_every_steps
     epoch = run.epochs_done
-    run.train_totals = torch.zeros(2, device=run.device, dtype=torch.float64)
+    run.reset_train_totals()
     started = time.perf_counter()
     while config.max_steps is not None or epoch < config.epochs:
         epoch += 1
@@ -389,8 +404,8 @@ def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
     names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device,
                                       run.hparams)
     # One collective and one host sync per report, for the training and the validation sums together.
-    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals, val_sums])).tolist()
-    run.train_totals.zero_()
+    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums])).tolist()
+    run.reset_train_totals()
     metrics = validation_metrics(names, val_totals)
     batch = run.loaders.batch
     batches = _length(run.loaders.train)
@@ -417,16 +432,17 @@ def _due_checkpoint(run: TrainingRun, config: TrialConfig, last: bool) -> str | 
 
 def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], meta: dict[str, Any],
             checkpoint: str | None) -> None:
-    """Report, with the checkpoint named ``checkpoint`` if one is due; rank 0 alone writes it, and every
-    rank waits for it."""
+    """Report, with the checkpoint named ``checkpoint`` if one is due; rank 0 alone writes it.
+
+    No barrier waits for the write: a rank that goes on meets rank 0 at its next collective, and the
+    contexts' reports already keep the ranks together (a gang's rank 0 broadcasts its trial's word,
+    Ray Train's report is a barrier)."""
     directory = None
     if checkpoint is not None and run.ranks.is_main:
         directory = context.checkpoint_dir(checkpoint)  # written in place: no copy on the way
         save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
                         epoch=run.epochs_done, epoch_batches=run.epoch_batches, meta=meta, step=run.steps_done,
                         scheduler=run.task_scheduler.state_dict() if run.task_scheduler is not None else None)
-    if checkpoint is not None:
-        barrier()  # no rank runs ahead while rank 0 writes
     context.report(metrics, directory)
 
 
