@@ -4,6 +4,7 @@
     python bench/run.py --quick         # smaller sizes and fewer seeds (a few minutes), flagged quick
     python bench/run.py ddp_in_trial known_optimum
     python bench/run.py trial_overhead train_overhead   # the two earlier scripts, summarised
+    python bench/run.py search_quality  # ours against Optuna's searchers (named only: about 15 minutes)
     python bench/run.py --list
 
 Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):
@@ -38,10 +39,12 @@ BENCHMARKS = {
     "search_efficiency": "bench.search_efficiency",
     "known_optimum": "bench.known_optimum",
     "gpu_amp": "bench.gpu_amp",
+    "search_quality": "bench.search_quality",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
-NAMED_ONLY = ("trial_overhead", "train_overhead")
+#: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
+NAMED_ONLY = ("search_quality", "trial_overhead", "train_overhead")
 
 
 def run_one(name: str, quick: bool) -> dict:

@@ -1,0 +1,190 @@
+"""The search-quality benchmark's contenders, each a searcher and a scheduler behind
+:class:`bench.search_simulation.Contender`.
+
+- Ours: the Tune searcher and scheduler objects a sweep builds from its spec
+  (``tune_service.search.registry``), driven through Tune's own searcher and scheduler calls
+  (``suggest``, ``on_trial_add``, ``on_trial_result``, ``on_trial_complete``), with the trial count a
+  sweep of that budget would be given (``bench.known_optimum.sweep_spec``: as many trials as the scheduler's
+  expected schedule fits in the budget).
+- Optuna: a study with a sampler (TPE, GP) and a pruner (successive halving, Hyperband, none), through
+  its ask-and-tell interface; every trial epoch is ``trial.report(value, epoch)`` and
+  ``trial.should_prune()``.
+- Syne Tune: its asynchronous multi-fidelity schedulers, ASHA and BOHB (ASHA with a TPE-like model),
+  through the calls its own tuner makes (``suggest``, ``on_trial_add``, ``on_trial_result``,
+  ``on_trial_complete``). Its ASHA with CQR needs huggingface_hub, and with BORE takes 7 s a run here
+  (three times any other): not in the set.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+from bench.search_simulation import Problem
+
+#: Ours: name -> (method, early stopping); as bench.known_optimum names them.
+OURS = {
+    "ours: TPE + ASHA": ("hyperopt", True), "ours: TPE + FIFO": ("hyperopt", False),
+    "ours: random + ASHA": ("random", True), "ours: random + FIFO": ("random", False),
+}
+#: Optuna's: name -> (sampler, pruner).
+OPTUNA = {
+    "optuna: TPE + successive halving": ("tpe", "sha"), "optuna: TPE + Hyperband": ("tpe", "hyperband"),
+    "optuna: TPE": ("tpe", None), "optuna: GP": ("gp", None),
+}
+#: Syne Tune's: name -> its scheduler class in syne_tune.optimizer.baselines.
+SYNE_TUNE = {"syne tune: ASHA": "ASHA", "syne tune: BOHB": "BOHB"}
+#: The reduction factor every early-stopping contender uses (ASHA's, Optuna's pruners').
+ETA = 3
+
+
+class _Trial:
+    """What Tune's schedulers read of a trial: its id."""
+
+    def __init__(self, trial_id: str):
+        self.trial_id = trial_id
+
+    def __repr__(self) -> str:
+        return self.trial_id
+
+
+class TuneContender:
+    """One of our methods: the searcher and scheduler a sweep of this budget builds, as Tune drives them."""
+
+    def __init__(self, problem: Problem, method: str, early: bool, seed: int, max_t: int, budget_trials: int):
+        from ray.tune.schedulers import TrialScheduler
+
+        from bench.known_optimum import sweep_spec
+        from tune_service.search import registry
+
+        spec = sweep_spec(problem.name, method, early, seed, {"max_t": max_t, "budget": budget_trials})
+        self.searcher, self.trials_left = registry.build_searcher(spec)
+        self.scheduler = registry.build_scheduler(spec)
+        self.searcher.set_search_properties("value", "min", {})
+        self.scheduler.set_search_properties("value", "min")
+        self.time_attr = spec.scheduler.time_attr
+        self.go_on = TrialScheduler.CONTINUE
+        self.started = 0
+        self.trials: dict[str, _Trial] = {}  # the running ones
+
+    def start(self) -> tuple[str, dict[str, float]] | None:
+        if self.trials_left <= 0:
+            return None  # Tune's num_samples: the sweep's trial count
+        trial = _Trial(f"t{self.started:05d}")
+        config = self.searcher.suggest(trial.trial_id)
+        if not isinstance(config, dict):
+            return None  # FINISHED, or nothing now
+        self.trials_left -= 1
+        self.started += 1
+        self.trials[trial.trial_id] = trial
+        self.scheduler.on_trial_add(None, trial)
+        return trial.trial_id, config
+
+    def _result(self, epoch: int, value: float) -> dict[str, Any]:
+        return {"value": value, "epoch": epoch, "training_iteration": epoch, self.time_attr: epoch}
+
+    def report(self, trial_id: str, epoch: int, value: float) -> bool:
+        # In Tune's order: the scheduler decides; the searcher sees the result unless the trial stops.
+        result = self._result(epoch, value)
+        go_on = self.scheduler.on_trial_result(None, self.trials[trial_id], result) == self.go_on
+        if go_on:
+            self.searcher.on_trial_result(trial_id, result)
+        return go_on
+
+    def end(self, trial_id: str, epoch: int, value: float, completed: bool) -> None:
+        # A running trial that ends, stopped or complete: both hear of it with its last result, as in Tune.
+        result = self._result(epoch, value)
+        self.scheduler.on_trial_complete(None, self.trials.pop(trial_id), result)
+        self.searcher.on_trial_complete(trial_id, result)
+
+
+class OptunaContender:
+    """An Optuna study (sampler and pruner) through ask and tell."""
+
+    def __init__(self, problem: Problem, sampler: str, pruner: str | None, seed: int, max_t: int):
+        import optuna
+
+        optuna.logging.set_verbosity(logging.WARNING)
+        samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
+                    "gp": lambda: optuna.samplers.GPSampler(seed=seed)}
+        pruners = {"sha": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=ETA),
+                   "hyperband": lambda: optuna.pruners.HyperbandPruner(
+                       min_resource=1, max_resource=max_t, reduction_factor=ETA),
+                   None: optuna.pruners.NopPruner}
+        # Named: the Hyperband pruner assigns brackets by a hash of the study name (random when unnamed).
+        self.study = optuna.create_study(study_name=f"seed-{seed}", direction="minimize", sampler=samplers[sampler](),
+                                         pruner=pruners[pruner]())
+        self.bounds = problem.bounds
+        self.open: dict[int, Any] = {}
+
+    def start(self) -> tuple[int, dict[str, float]]:
+        trial = self.study.ask()
+        config = {name: trial.suggest_float(name, low, high) for name, (low, high) in self.bounds.items()}
+        self.open[trial.number] = trial
+        return trial.number, config
+
+    def report(self, trial_id: int, epoch: int, value: float) -> bool:
+        trial = self.open[trial_id]
+        trial.report(value, epoch)
+        return not trial.should_prune()
+
+    def end(self, trial_id: int, epoch: int, value: float, completed: bool) -> None:
+        import optuna
+
+        trial = self.open.pop(trial_id)
+        if completed:
+            self.study.tell(trial, value)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
+class SyneTuneContender:
+    """A Syne Tune scheduler, as its tuner drives it."""
+
+    def __init__(self, problem: Problem, scheduler: str, seed: int, max_t: int):
+        from syne_tune.config_space import uniform
+        from syne_tune.optimizer import baselines
+        from syne_tune.optimizer.scheduler import SchedulerDecision
+
+        logging.getLogger("syne_tune").setLevel(logging.ERROR)  # it warns of arguments its own baselines pass
+        warnings.filterwarnings("ignore", category=FutureWarning, module="pandas")  # pandas warns for it
+        space = {name: uniform(low, high) for name, (low, high) in problem.bounds.items()}
+        self.scheduler = getattr(baselines, scheduler)(space, metric="value", time_attr="epoch", max_t=max_t,
+                                                       do_minimize=True, random_seed=seed, grace_period=1,
+                                                       reduction_factor=ETA)
+        self.go_on = SchedulerDecision.CONTINUE
+        self.names = list(problem.bounds)
+        self.trials: dict[int, Any] = {}
+
+    def start(self) -> tuple[int, dict[str, float]] | None:
+        from datetime import datetime
+
+        from syne_tune.backend.trial_status import Trial
+
+        suggestion = self.scheduler.suggest()
+        if suggestion is None:
+            return None
+        trial = Trial(trial_id=len(self.trials), config=suggestion.config, creation_time=datetime.now())
+        self.trials[trial.trial_id] = trial
+        self.scheduler.on_trial_add(trial)
+        return trial.trial_id, {name: suggestion.config[name] for name in self.names}
+
+    def report(self, trial_id: int, epoch: int, value: float) -> bool:
+        decision = self.scheduler.on_trial_result(self.trials[trial_id], {"value": value, "epoch": epoch})
+        return decision == self.go_on
+
+    def end(self, trial_id: int, epoch: int, value: float, completed: bool) -> None:
+        if completed:  # a stopped trial is only stopped, as Syne Tune's tuner does it
+            self.scheduler.on_trial_complete(self.trials[trial_id], {"value": value, "epoch": epoch})
+
+
+def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int):
+    """The contender called ``name`` (a key of OURS, OPTUNA or SYNE_TUNE), new, for one run."""
+    if name in OURS:
+        method, early = OURS[name]
+        return TuneContender(problem, method, early, seed, max_t, budget_trials)
+    if name in SYNE_TUNE:
+        return SyneTuneContender(problem, SYNE_TUNE[name], seed, max_t)
+    sampler, pruner = OPTUNA[name]
+    return OptunaContender(problem, sampler, pruner, seed, max_t)

@@ -1,0 +1,86 @@
+"""Search quality against the peers: our methods, Optuna's and Syne Tune's side by side on the same
+problems, budgets and concurrency, in one process (issue 26's first part: DEHB is not in it yet).
+
+Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
+:mod:`bench.functions` (each with its known optimum; the fidelity is the epoch). Contenders
+(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO: the very Tune searcher
+and scheduler objects a sweep builds), Optuna's (TPE with its successive-halving and Hyperband pruners
+and without, and its GP sampler) and Syne Tune's (ASHA, BOHB). Every run is a simulated sweep
+(:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
+a trial at most; every early-stopping contender halves by 3 from one epoch.
+
+Figures, per problem and concurrency: the median over the seeds of each contender's area under its
+anytime regret curve (the mean simple regret over the budget; lower is better), with its quartiles, and
+the final regret. The row per problem compares the best of ours with the best peer (target: ours no
+worse).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from importlib import metadata
+from typing import Any
+
+from bench.common import figure
+
+NAME = "search_quality"
+SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6", "hartmann3", "currin"],
+                 "workers": [2, 8], "max_t": 27, "budget_trials": 20},
+         True: {"seeds": [0, 1, 2], "problems": ["branin", "hartmann6"], "workers": [2], "max_t": 27,
+                "budget_trials": 20}}
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+    return q1, q2, q3
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from bench.contenders import OPTUNA, OURS, SYNE_TUNE, contender
+    from bench.functions import FUNCTIONS
+    from bench.search_simulation import Problem, simulate
+
+    size = SIZES[quick]
+    budget = size["budget_trials"] * size["max_t"]
+    runs: dict[str, dict[str, dict[str, list[dict[str, float]]]]] = {}
+    for name in size["problems"]:
+        f, bounds, minimum = FUNCTIONS[name]
+        problem = Problem(name, f, bounds, minimum)
+        for workers in size["workers"]:
+            key = f"{name}, {workers} workers"
+            runs[key] = {c: [] for c in [*OURS, *OPTUNA, *SYNE_TUNE]}
+            for seed in size["seeds"]:
+                for name_of in runs[key]:
+                    started = time.perf_counter()
+                    curve = simulate(problem, contender(name_of, problem, seed, size["max_t"], size["budget_trials"]),
+                                     workers=workers, budget=budget, max_t=size["max_t"])
+                    runs[key][name_of].append({"area": curve.area(budget), "final": curve.at(budget),
+                                               "trials": curve.trials,
+                                               "wall_s": round(time.perf_counter() - started, 3)})
+            print(f"    {key}: " + ", ".join(
+                f"{c} {statistics.median(r['area'] for r in rs):.3g}" for c, rs in runs[key].items()), flush=True)
+    figures, table = [], {}
+    for key, by_contender in runs.items():
+        table[key] = {c: {"area_quartiles": _quartiles([r["area"] for r in rs]),
+                          "final_quartiles": _quartiles([r["final"] for r in rs]),
+                          "trials_median": statistics.median(r["trials"] for r in rs)}
+                      for c, rs in by_contender.items()}
+        ours = min(OURS, key=lambda c: table[key][c]["area_quartiles"][1])
+        peer = min([*OPTUNA, *SYNE_TUNE], key=lambda c: table[key][c]["area_quartiles"][1])
+        ours_area, peer_area = table[key][ours]["area_quartiles"][1], table[key][peer]["area_quartiles"][1]
+        note = f"ours: {ours}; median over {len(size['seeds'])} seeds, budget {budget} trial-epochs"
+        figures.append(figure(f"{key}: regret area, best of ours vs best peer", peer, peer_area, ours_area,
+                              f"<= {peer_area:.4g}", note=note))
+    versions = {p: metadata.version(p) for p in ("ray", "hyperopt", "optuna", "syne-tune")}
+    return {"figures": figures, "sizes": size, "versions": versions, "table": table, "runs": runs}
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.run import main
+
+    sys.exit(main([NAME] + sys.argv[1:]))
