@@ -100,6 +100,14 @@ def _saved_trials(env, experiment: str) -> int:
             return 0
 
 
+def _trials_with_results(env, experiment: str) -> int:
+    """How many trials have a result file with something in it in the bucket."""
+    from pyarrow import fs as pafs
+
+    infos = _s3(env).get_file_info(pafs.FileSelector(experiment, recursive=True, allow_not_found=True))
+    return sum(1 for i in infos if i.type == pafs.FileType.File and i.base_name == "result.json" and i.size)
+
+
 def test_a_sweep_on_s3_killed_with_sigkill_resumes_from_the_bucket_to_completion(ray_cluster, s3_environment,
                                                                                  tmp_path, monkeypatch, capsys):
     env = s3_environment
@@ -115,7 +123,11 @@ def test_a_sweep_on_s3_killed_with_sigkill_resumes_from_the_bucket_to_completion
     storage, experiment = f"s3://{BUCKET}/runs", f"{BUCKET}/runs/crashed"
     killed = signal_driver_when(spec, storage, "crashed", signum=signal.SIGKILL, timeout=400, env=env,
                                 ready=lambda: 1 <= _checkpoint_epochs(env, experiment).get(KILLED_DURING, 0) < 4
-                                and _saved_trials(env, experiment) == 4)
+                                and _saved_trials(env, experiment) == 4
+                                # Tune uploads its state and the trials' results with threads, in no order:
+                                # killed between the two, a resume would replay rungs that miss the results
+                                # of trials that had ended (and decide otherwise), so the kill waits for them.
+                                and _trials_with_results(env, experiment) == 4)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
     agents = [p for p in killed.descendants if command_line(p).startswith(RAY_AGENTS)]
     assert killed.descendants and not still_running([p for p in killed.descendants if p not in agents], timeout=60)
