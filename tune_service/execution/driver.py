@@ -103,20 +103,18 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                   max_steps=spec.scheduler.max_t if by_steps else None, seed=spec.seed, training=spec.training,
                   metric=spec.metric.name, secrets=fingerprints)
     template: SweepTrial
-    if plan.runs_program:
+    if plan.runs_program or plan.warm_gangs:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
-        template = ProgramTrial(**shared, gang=gang, program=spec.program or "", command=spec.command,
-                                directory=spec.directory, experiment=name,
-                                wandb_run=dict(program_wandb or {"mode": "disabled"}),
-                                key_parameters=tuple(p.name for p in spec.parameters if p.is_searched))
+        if plan.runs_program:
+            template = ProgramTrial(**shared, gang=gang, program=spec.program or "", command=spec.command,
+                                    directory=spec.directory, experiment=name,
+                                    wandb_run=dict(program_wandb or {"mode": "disabled"}),
+                                    key_parameters=tuple(p.name for p in spec.parameters if p.is_searched))
+        else:
+            template = WarmTrial(**shared, gang=gang)
         resources = trial_resources(gang)
-        failure = tune.FailureConfig(max_failures=spec.failure.max_failures)  # the program starts again
-    elif plan.warm_gangs:
-        gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
-        template = WarmTrial(**shared, gang=gang)
-        resources = trial_resources(gang)
-        # A failed trial is retried by Tune (from its newest checkpoint, on a new gang); a fresh trial
-        # retries inside its Ray Train run instead.
+        # A failed trial is retried by Tune (a warm one from its newest checkpoint, on a new gang; a
+        # program from its start); a fresh trial retries inside its Ray Train run instead.
         failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
     else:
         template = FreshTrial(**shared, resources=spec.resources, max_failures=spec.failure.max_failures)

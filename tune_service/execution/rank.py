@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
+from tune_service.programs.rank import master_address
 from tune_service.redaction import redacted_errors, redacted_output
 from tune_service.training.checkpoint import load_state
 from tune_service.training.data_cache import DataCache
@@ -180,15 +181,8 @@ class RankWorker:
         self.state: ProcessState | None = None  # captured once the process group is up
 
     def address(self) -> tuple[str, int]:
-        """This node's address and a free port on it: where the other ranks find rank 0."""
-        import socket
-
-        import ray
-
-        with socket.socket() as probe:
-            probe.bind(("", 0))
-            port = probe.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        """Where the other ranks find rank 0: :func:`~tune_service.programs.rank.master_address` on this node."""
+        return master_address()
 
     def join(self, master_address: str, master_port: int) -> int:
         """Join the gang's process group (every rank at once); returns this process's id."""

@@ -42,15 +42,8 @@ class ProgramRank:
         self.reports_path: Path | None = None
 
     def address(self) -> tuple[str, int]:
-        """This node's address and a free port on it: where the other ranks find rank 0 (MASTER_ADDR/PORT)."""
-        import socket
-
-        import ray
-
-        with socket.socket() as probe:
-            probe.bind(("", 0))
-            port = probe.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        """Where the other ranks find rank 0 (MASTER_ADDR/PORT): :func:`master_address` on this node."""
+        return master_address()
 
     def node(self) -> str:
         """The id of this rank's node (ranks on one node share LOCAL_WORLD_SIZE)."""
@@ -143,15 +136,33 @@ class ProgramRank:
         everything in its group are gone without one; None while it runs."""
         if self.exit_path is None:
             return None
+        recorded = self._recorded_code()
+        if recorded is not None:
+            return recorded
+        try:
+            os.killpg(self.group, 0)
+        except ProcessLookupError:  # the group is empty: the supervisor ended, having recorded one or not
+            recorded = self._recorded_code()  # it may have written it since the first look
+            return LOST if recorded is None else recorded
+        return None
+
+    def _recorded_code(self) -> int | None:
         try:
             return int(self.exit_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            pass
-        try:
-            os.killpg(self.group, 0)
-        except ProcessLookupError:  # the group is empty: the supervisor was killed before it recorded one
-            return LOST if not self.exit_path.is_file() else int(self.exit_path.read_text(encoding="utf-8"))
-        return None
+            return None
+
+
+def master_address() -> tuple[str, int]:
+    """This node's address and a free port on it: where the other ranks of a process group find rank 0."""
+    import socket
+
+    import ray
+
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    return ray.util.get_node_ip_address(), port
 
 
 def _kill_group(group: int) -> None:
