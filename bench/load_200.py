@@ -123,7 +123,7 @@ def main() -> None:
     import ray
 
     import tune_service
-    from tune_service.execution.driver import init_ray
+    from tune_service.execution.connect import init_ray
 
     spec = {
         "name": "load", "method": "random", "run_cap": args.trials, "seed": 0,

@@ -122,7 +122,7 @@ def main() -> None:
 
     import tune_service
     from bench.common import trial_seconds
-    from tune_service.execution.driver import init_ray
+    from tune_service.execution.connect import init_ray
 
     spec = {
         "name": "soak", "task": "digits", "method": "random", "run_cap": args.trials, "seed": 0,

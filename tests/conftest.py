@@ -10,7 +10,7 @@ import pytest
 def ray_cluster():
     import ray
 
-    from tune_service.execution.driver import init_ray
+    from tune_service.execution.connect import init_ray
 
     init_ray(num_cpus=2)  # the same embedded Ray that `tune-run` starts, sized like CI's machine
     try:

@@ -68,11 +68,11 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("ray.train._internal.session", "get_storage", "experiment.checkpoints", "the trial's directory in "
              "the experiment's storage and its filesystem"),
     # The embedded Ray: loopback only, token authentication on.
-    Internal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "execution.driver", "off while the embedded "
+    Internal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "execution.connect", "off while the embedded "
              "Ray starts, so its servers bind to loopback"),
-    Internal("ray._raylet", "AuthenticationTokenLoader", "execution.driver", "the token Ray's processes read is "
+    Internal("ray._raylet", "AuthenticationTokenLoader", "execution.connect", "the token Ray's processes read is "
              "the one just set"),
-    Internal("ray._raylet", "Config", "execution.driver", "this process's Ray config sees token mode"),
+    Internal("ray._raylet", "Config", "execution.connect", "this process's Ray config sees token mode"),
 )
 
 

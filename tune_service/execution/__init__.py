@@ -3,6 +3,7 @@
 - :mod:`~tune_service.execution.plan`: a spec resolved before Ray starts (searcher, trial count, task,
   schedule); ``SweepPlan.on(cluster)`` adds the capacity check and the concurrency.
 - :mod:`~tune_service.execution.driver`: ``run`` and ``resume``: Ray, the Tuner, the results.
+- :mod:`~tune_service.execution.connect`: connecting to a Ray cluster, or starting the embedded one.
 - :mod:`~tune_service.execution.resources`: what the cluster has and what one trial needs.
 - :mod:`~tune_service.execution.warm_trial`: the Tune trainable that runs a trial on a leased gang.
 - :mod:`~tune_service.execution.gang`: the N ranks of one DDP world, built in the trial's placement

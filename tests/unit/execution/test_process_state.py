@@ -22,3 +22,28 @@ def test_process_state_restore_undoes_flags_and_environment(monkeypatch):
         state.restore()
     assert state.differences() == {}
     assert os.environ["TUNE_SERVICE_TEST_VARIABLE"] == "before" and "TUNE_SERVICE_TEST_ADDED" not in os.environ
+
+
+def test_process_state_restore_undoes_deterministic_algorithms():
+    import torch
+
+    state = ProcessState()
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert set(state.differences()) == {"deterministic", "deterministic_warn_only"}
+    finally:
+        state.restore()
+    assert state.differences() == {}
+
+
+def test_restoring_unchanged_flags_does_not_import_torchs_compiler():
+    """Setting the deterministic-algorithms flag imports torch._dynamo (1.4 s, once per process): a rank
+    whose trials never change the flag must not pay it at every new gang's first trial."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tune_service.execution.rank import ProcessState; "
+            "state = ProcessState(); state.restore(); print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
