@@ -13,7 +13,7 @@ import pytest
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
 from tune_service.spec import ExecutionSpec, ResourceSpec
 from tune_service.spec.training import TrainingSettings
-from tune_service.tasks import resolve_task
+from tune_service.tasks import SealedTask, resolve_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -23,7 +23,7 @@ EXACT = ("train_loss", "val_loss", "val_accuracy")
 
 def trial(task: str, epochs: int = 2, seed: int = 7, deterministic: bool = True, **hparams) -> dict:
     resolved = resolve_task(task)
-    return {"task": resolved, "hparams": {**resolved.defaults, **hparams}, "epochs": epochs, "seed": seed,
+    return {"task": SealedTask.of(resolved), "hparams": {**resolved.defaults, **hparams}, "epochs": epochs, "seed": seed,
             "settings": TrainingSettings(deterministic=deterministic), "cpus_per_rank": 1}
 
 

@@ -9,7 +9,7 @@
 - :mod:`~tune_service.execution.gang`: the N ranks of one DDP world, built in the trial's placement
   group, leased by successive trials of one concurrency slot, rebuilt when broken or worn.
 - :mod:`~tune_service.execution.rank`: one rank of a gang (a Ray actor): its process group, the trial it
-  runs with the shared loop, and what it resets between trials.
+  runs with the shared loop, and what it resets between trials (:mod:`~tune_service.execution.process_state`).
 - :mod:`~tune_service.execution.fresh_trial`: a trial as its own Ray Train run (plain
   ``train_loop_per_worker`` loops, and ``execution.gangs: fresh``).
 """

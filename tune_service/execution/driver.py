@@ -33,6 +33,7 @@ from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
 from tune_service.spec import SweepSpec, load_spec
+from tune_service.tasks import SealedTask
 
 DEFAULT_STORAGE = "experiments"
 #: ``verbose`` levels of :func:`run` and :func:`resume`: 0 prints nothing; 1 our live view; 2 also Ray's
@@ -111,7 +112,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
                                     wandb_run=dict(program_wandb or {"mode": "disabled"}),
                                     key_parameters=tuple(p.name for p in spec.parameters if p.is_searched))
         else:
-            template = WarmTrial(**shared, gang=gang)
+            template = WarmTrial(**{**shared, "task": SealedTask.of(plan.task)}, gang=gang)
         resources = trial_resources(gang)
         # A failed trial is retried by Tune (a warm one from its newest checkpoint, on a new gang; a
         # program from its start); a fresh trial retries inside its Ray Train run instead.

@@ -1,8 +1,9 @@
 """One rank of a warm gang: a long-lived Ray actor that joins the gang's process group once and then runs
 trial after trial of the shared loop (:func:`tune_service.training.loop.fit`).
 
-Between trials a rank puts back what a trial may have changed in its process (:class:`ProcessState`:
-torch's global flags, the environment, torch.compile's caches) and frees the trial's memory; its
+Between trials a rank puts back what a trial may have changed in its process
+(:class:`~tune_service.execution.process_state.ProcessState`: torch's global flags, the environment,
+torch.compile's caches) and frees the trial's memory; its
 :meth:`RankWorker.run_trial` returns what is left over (:class:`RankHealth`), from which the gang decides
 whether it is still fit for the next trial.
 
@@ -11,6 +12,10 @@ checkpoint) to the trial (:meth:`RankWorker.next_report`) and waits for the tria
 (:meth:`RankWorker.decide`): go on, or stop (the scheduler stopped or paused the trial). Rank 0 then
 broadcasts that word, so every rank leaves the loop at the same report and the process group stays
 usable for the next trial.
+
+torch and the shared loop are imported inside the methods, which run in the rank's process: the trial's
+actor imports this module too, to create its ranks (``ray.remote`` needs the class), and stays free of
+torch (1.3 s of CPU at every new gang, and about 250 MiB, in a process that trains nothing).
 """
 
 from __future__ import annotations
@@ -29,15 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.programs.rank import master_address
 from tune_service.redaction import redacted_errors, redacted_output
-from tune_service.training.checkpoint import load_state
 from tune_service.training.data_cache import DataCache
-from tune_service.training.loop import TrialConfig, fit
 from tune_service.training.oom import release_memory
 
 
@@ -63,58 +63,6 @@ class RankOutcome:
     health: RankHealth
 
 
-class ProcessState:
-    """The process-wide state a trial can change and the next trial must not inherit: torch's global
-    flags, the environment variables, and torch.compile's caches. :meth:`restore` puts back what
-    :meth:`capture` saw (taken once, when the rank is new)."""
-
-    def __init__(self):
-        self.environment = dict(os.environ)
-        self.flags = self._flags()
-
-    @staticmethod
-    def _flags() -> dict[str, Any]:
-        return {
-            "deterministic": torch.are_deterministic_algorithms_enabled(),
-            "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
-            "cudnn_benchmark": torch.backends.cudnn.benchmark,
-            "cudnn_deterministic": torch.backends.cudnn.deterministic,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-            "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "default_dtype": torch.get_default_dtype(),
-            "num_threads": torch.get_num_threads(),
-            "grad_enabled": torch.is_grad_enabled(),
-            "anomaly": torch.is_anomaly_enabled(),
-        }
-
-    def restore(self) -> None:
-        flags = self.flags
-        # Only when a trial changed it: the call imports torch's compiler (1.4 s, once per rank).
-        if (torch.are_deterministic_algorithms_enabled() != flags["deterministic"]
-                or torch.is_deterministic_algorithms_warn_only_enabled() != flags["deterministic_warn_only"]):
-            torch.use_deterministic_algorithms(flags["deterministic"], warn_only=flags["deterministic_warn_only"])
-        torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
-        torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
-        torch.backends.cudnn.allow_tf32 = flags["cudnn_allow_tf32"]
-        torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
-        torch.backends.cuda.matmul.allow_tf32 = flags["matmul_allow_tf32"]  # after the precision, which sets it
-        torch.set_default_dtype(flags["default_dtype"])
-        torch.set_num_threads(flags["num_threads"])
-        torch.set_grad_enabled(flags["grad_enabled"])
-        torch.autograd.set_detect_anomaly(flags["anomaly"])
-        for key in set(os.environ) - set(self.environment):
-            del os.environ[key]
-        os.environ.update(self.environment)
-        if "torch._dynamo" in sys.modules:  # a compiled model's guards and graphs belong to its trial
-            sys.modules["torch._dynamo"].reset()
-
-    def differences(self) -> dict[str, tuple[Any, Any]]:
-        """The flags that differ from the captured ones (``{name: (captured, now)}``); for tests."""
-        now = self._flags()
-        return {k: (v, now[k]) for k, v in self.flags.items() if now[k] != v}
-
-
 class GangContext:
     """The shared loop's :class:`~tune_service.training.context.TrainContext` on a warm rank."""
 
@@ -127,6 +75,8 @@ class GangContext:
         self._checkpoint = checkpoint
 
     def restored_state(self) -> dict[str, Any] | None:
+        from tune_service.training.checkpoint import load_state
+
         return None if self._checkpoint is None else load_state(self._checkpoint, map_location=self.device)
 
     def checkpoint_dir(self, name: str) -> Path:
@@ -147,6 +97,9 @@ class GangContext:
                 if checkpoint_dir is not None:  # Tune has copied it into the trial's storage by now
                     shutil.rmtree(checkpoint_dir, ignore_errors=True)
         if worker.world_size > 1:
+            import torch
+            import torch.distributed as dist
+
             word = torch.tensor([1 if go_on else 0], device=self.device)
             dist.broadcast(word, src=0)
             go_on = bool(word.item())
@@ -170,6 +123,8 @@ class RankWorker:
         self.rank, self.world_size, self.backend = rank, world_size, backend
         self.timeout = datetime.timedelta(seconds=collective_timeout_s)
         self.secrets = secrets
+        import torch
+
         self.device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -181,7 +136,7 @@ class RankWorker:
         self.outbox: queue.Queue = queue.Queue()
         self.inbox: queue.Queue = queue.Queue()
         self.trials_run = 0
-        self.state: ProcessState | None = None  # captured once the process group is up
+        self.state: Any = None  # a ProcessState, captured once the process group is up  # captured once the process group is up
 
     def address(self) -> tuple[str, int]:
         """Where the other ranks find rank 0: :func:`~tune_service.programs.rank.master_address` on this node."""
@@ -189,6 +144,10 @@ class RankWorker:
 
     def join(self, master_address: str, master_port: int) -> int:
         """Join the gang's process group (every rank at once); returns this process's id."""
+        import torch.distributed as dist
+
+        from tune_service.execution.process_state import ProcessState
+
         if self.world_size > 1:
             dist.init_process_group(
                 self.backend, init_method=f"tcp://{master_address}:{master_port}", rank=self.rank,
@@ -201,19 +160,25 @@ class RankWorker:
         return os.getpid()
 
     def run_trial(self, token: str, trial: dict[str, Any], checkpoint: Any, output_dir: str | None) -> RankOutcome:
-        """Run one trial of the shared loop on this rank (``trial``: a :class:`TrialConfig`'s fields),
+        """Run one trial of the shared loop on this rank (``trial``: a :class:`TrialConfig`'s fields, its
+        ``task`` a :class:`~tune_service.tasks.SealedTask`),
         from ``checkpoint`` if given (a directory or a ``ray.train.Checkpoint``). ``token`` names the
         trial in its exchanges with rank 0 (:meth:`next_report`, :meth:`decide`).
 
         Raises whatever the trial raised (:class:`TrialStopped` aside): the gang is then not reused.
         """
+        import torch
+
+        from tune_service.training.loop import TrialConfig, fit
+
         self.state.restore()
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)  # per thread: Ray runs each call on a pool thread
         status = "completed"
         try:
             with redacted_errors(self.secrets), redacted_output(self.secrets):
-                fit(TrialConfig(**trial), GangContext(self, token, output_dir, checkpoint))
+                config = TrialConfig(**{**trial, "task": trial["task"].open()})
+                fit(config, GangContext(self, token, output_dir, checkpoint))
         except TrialStopped:
             status = "stopped"
         finally:
@@ -237,6 +202,8 @@ class RankWorker:
 
     def health(self) -> RankHealth:
         """This rank's health now; taken after the trial's memory was released (``release_memory``)."""
+        import torch
+
         return RankHealth(
             rss_mib=_resident_mib(),
             cuda_allocated_bytes=torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0,

@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tune_service.spec.training import TrainingSettings
-from tune_service.tasks import ResolvedTask
+from tune_service.tasks import ResolvedTask, SealedTask
 
 
 @dataclass(frozen=True, kw_only=True)
 class SweepTrial:
     """The trial function's fixed part; Tune calls it with each trial's config (the searcher's values)."""
 
-    task: ResolvedTask
+    #: The task; a warm trial's travels sealed, opened only on its ranks (see :class:`SealedTask`).
+    task: ResolvedTask | SealedTask
     #: A trial's budget: whole epochs, or (when the scheduler counts steps) optimizer steps; one is None.
     epochs: int | None
     seed: int

@@ -53,7 +53,7 @@ def masses(p: ParameterSpec) -> list[float]:
     if p.distribution in ("categorical", "constant") or p.shape.equal_mass:
         return [1.0 / len(values)] * len(values)
     s = p.shape
-    law = s.scipy()
+    law = s.law()
     edges = [s.low, *((a + b) / 2 for a, b in zip(values, values[1:])), s.high]
     cdf = law.cdf(edges)
     total = cdf[-1] - cdf[0]
@@ -96,7 +96,7 @@ def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
             config[p.name] = values[int(rng.choice(len(values), p=masses(p)))]
             continue
         s = p.shape
-        law = s.scipy()
+        law = s.law()
         lo = law.cdf(s.low) if s.low is not None else 0.0
         hi = law.cdf(s.high) if s.high is not None else 1.0
         x = float(law.ppf(rng.uniform(lo, hi)))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from tune_service.tasks import Task
+if TYPE_CHECKING:
+    from tune_service.tasks import Task
 
 
 class DataCache:

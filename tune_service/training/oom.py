@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported in the functions that use it: a warm trial's actor catches TrialOutOfMemory and
+# must not import torch for it (see tune_service.execution.warm_trial).
 
 _CPU_ALLOCATOR_MESSAGES = ("can't allocate memory", "out of memory")
 
@@ -26,6 +31,8 @@ class TrialOutOfMemory(RuntimeError):
 
 def is_out_of_memory(error: BaseException) -> bool:
     """True for a CUDA OOM and for the CPU allocator failing to allocate."""
+    import torch
+
     if isinstance(error, torch.OutOfMemoryError):
         return True
     return isinstance(error, RuntimeError) and any(m in str(error) for m in _CPU_ALLOCATOR_MESSAGES)
@@ -33,6 +40,8 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 def device_memory(device: torch.device) -> str:
     """The device's total memory, for the error message (``cuda:0 with 79.2 GiB``)."""
+    import torch
+
     if device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
     else:
@@ -45,6 +54,8 @@ def release_memory(device: torch.device) -> None:
     caching allocator's blocks, so the next trial on this device starts with its memory free."""
     gc.collect()
     if device.type == "cuda":
+        import torch
+
         torch.cuda.empty_cache()
 
 

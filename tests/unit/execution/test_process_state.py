@@ -1,8 +1,8 @@
-"""What a warm rank puts back between trials (see tune_service.execution.rank.ProcessState)."""
+"""What a warm rank puts back between trials (see tune_service.execution.process_state.ProcessState)."""
 
 from __future__ import annotations
 
-from tune_service.execution.rank import ProcessState
+from tune_service.execution.process_state import ProcessState
 
 
 def test_process_state_restore_undoes_flags_and_environment(monkeypatch):
@@ -42,7 +42,7 @@ def test_restoring_unchanged_flags_does_not_import_torchs_compiler():
     import subprocess
     import sys
 
-    code = ("import sys; from tune_service.execution.rank import ProcessState; "
+    code = ("import sys; from tune_service.execution.process_state import ProcessState; "
             "state = ProcessState(); state.restore(); print('torch._dynamo' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
