@@ -136,7 +136,7 @@ class RankWorker:
         self.outbox: queue.Queue = queue.Queue()
         self.inbox: queue.Queue = queue.Queue()
         self.trials_run = 0
-        self.state: Any = None  # a ProcessState, captured once the process group is up  # captured once the process group is up
+        self.state: Any = None  # a ProcessState, captured once the process group is up
 
     def address(self) -> tuple[str, int]:
         """Where the other ranks find rank 0: :func:`~tune_service.programs.rank.master_address` on this node."""

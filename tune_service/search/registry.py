@@ -32,7 +32,12 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     inner = builder(spec)
     indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
     decoder = spaces.Decoder(spec.parameters, indexed=indexed)
-    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target)
+    # Only hyperopt's TPE needs telling a trial the scheduler stopped from one that ran its budget (BOHB
+    # models the budgets itself), and only under a scheduler that stops trials (under FIFO a short trial
+    # ended by itself).
+    stops_trials = spec.scheduler.type != "fifo"
+    budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if spec.searcher == "hyperopt" and stops_trials else None
+    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget)
     # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
     num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials

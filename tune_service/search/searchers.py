@@ -92,13 +92,22 @@ class TrialConfigs(Searcher):
     config a trial receives, and once a result reaches ``metric.target`` no new trial is suggested
     (running trials finish, as in W&B). Everything else is the inner searcher's business.
 
+    With ``budget`` (the schedulers' clock and every trial's ``max_t``), a trial that a scheduler stopped
+    short of the budget is heard by the inner searcher as no better than the worst trial that ran its
+    whole budget (its own value when that is worse). A stopped trial's last value is measured at a lower
+    fidelity, where every trial looks worse than it ends (or better): a model searcher (hyperopt's TPE)
+    that took it as final would fit its good and bad groups to fidelities rather than to
+    configurations. Optuna's TPE ranks pruned trials after every completed one in the same way. A
+    searcher that models fidelities itself (BOHB) gets no budget here.
+
     It also caps the trials that run at once (``max_concurrent_trials`` reaches it through
     :meth:`set_max_concurrency`) counting *running* trials only. Ray's ``ConcurrencyLimiter`` counts a
     trial that HyperBand paused at a rung as live, so with a cap below a bracket's size the bracket
     never fills: HyperBand then judges each trial alone and stops none of them early.
     """
 
-    def __init__(self, inner: Searcher, decoder: Decoder, metric: str, mode: str, target: float | None = None):
+    def __init__(self, inner: Searcher, decoder: Decoder, metric: str, mode: str, target: float | None = None,
+                 budget: tuple[str, float] | None = None):
         super().__init__(metric=metric, mode=mode)
         self.inner = inner
         self.decoder = decoder
@@ -106,6 +115,9 @@ class TrialConfigs(Searcher):
         self.target_reached_by: str | None = None
         self.max_concurrent = 0  # 0: no cap
         self.running: set[str] = set()
+        self.budget = budget
+        #: The worst value of the trials that ran their whole budget (None until one has).
+        self.worst_completed: float | None = None
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         self.inner.set_search_properties(metric, mode, config, **spec)
@@ -134,7 +146,23 @@ class TrialConfigs(Searcher):
         if result and not error:
             self._check_target(trial_id, result)
         self.running.discard(trial_id)
+        if result and not error:
+            result = self._as_heard(result)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+    def _as_heard(self, result: dict) -> dict:
+        """A finished trial's result as the inner searcher hears it (see the class's docstring)."""
+        value = result.get(self.metric)
+        if self.budget is None or not isinstance(value, (int, float)):
+            return result
+        time_attr, max_t = self.budget
+        worse = max if self.mode == "min" else min
+        if result.get(time_attr, max_t) >= max_t:  # it ran its whole budget
+            self.worst_completed = value if self.worst_completed is None else worse(self.worst_completed, value)
+            return result
+        if self.worst_completed is None:
+            return result
+        return {**result, self.metric: worse(value, self.worst_completed)}
 
     # Our HyperBand schedulers (tune_service.search.hyperband) report pauses and resumptions here;
     # TuneBOHB keeps paused trials apart too.
@@ -165,7 +193,8 @@ class TrialConfigs(Searcher):
             with open(inner_path, "rb") as f:
                 inner_state = f.read()
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running}, f)
+            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running,
+                         "worst_completed": self.worst_completed}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
@@ -177,3 +206,4 @@ class TrialConfigs(Searcher):
             self.inner.restore(inner_path)
         self.target_reached_by = state["target_reached_by"]
         self.running = set(state.get("running", ()))  # resumed with the sweep, they count against the cap
+        self.worst_completed = state.get("worst_completed")

@@ -73,3 +73,61 @@ def test_saving_writes_nothing_but_its_own_file_in_the_experiment_directory(tmp_
     restored = TrialConfigs(GridSearch(spec.parameters), Decoder(spec.parameters), "loss", "min")
     restored.restore(str(state))
     assert restored.suggest("t2") == {"a": 2} and list(tmp_path.iterdir()) == [state]
+
+
+def _hyperopt_under(scheduler: str, mode: str = "min"):
+    spec = load_spec({"method": "bayes", "run_cap": 8, "metric": {"name": "val_loss", "goal": f"{mode}imize"},
+                      "parameters": {"lr": {"min": 0.01, "max": 0.1}},
+                      "scheduler": {"type": scheduler, "max_t": 9}})
+    searcher, _ = registry.build_searcher(spec)
+    return searcher, _heard_by_inner(searcher)
+
+
+def _heard_by_inner(searcher) -> dict[str, float]:
+    """What the inner searcher hears of each finished trial, from now on."""
+    heard: dict[str, float] = {}
+    inner_complete = type(searcher.inner).on_trial_complete
+
+    class Listening(type(searcher.inner)):
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            heard[trial_id] = result["val_loss"]
+            inner_complete(self, trial_id, result=result, error=error)
+
+    searcher.inner.__class__ = Listening
+    return heard
+
+
+def test_tpe_hears_a_stopped_trial_as_no_better_than_the_worst_trial_that_ran_its_budget(tmp_path):
+    """A stopped trial's value is its last rung's, a lower fidelity: TPE must not rank it above a trial
+    measured at the full budget (Optuna ranks pruned trials after every completed one)."""
+    searcher, heard = _hyperopt_under("asha")
+    for trial_id in "abcde":
+        searcher.suggest(trial_id)
+    searcher.on_trial_complete("a", {"val_loss": 0.9, "epoch": 1})  # stopped before any trial completed
+    searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9})
+    searcher.on_trial_complete("c", {"val_loss": 0.7, "epoch": 9})
+    searcher.on_trial_complete("d", {"val_loss": 0.2, "epoch": 3})  # stopped at a rung, looked good there
+    searcher.on_trial_complete("e", {"val_loss": 1.5, "epoch": 1})  # stopped, worse than any completed
+    assert heard == {"a": 0.9, "b": 0.5, "c": 0.7, "d": 0.7, "e": 1.5}
+    # The worst completed value survives a resume.
+    state = tmp_path / "searcher-state.pkl"
+    searcher.save(str(state))
+    resumed, _ = _hyperopt_under("asha")
+    resumed.restore(str(state))
+    heard_after = _heard_by_inner(resumed)
+    resumed.suggest("f")
+    resumed.on_trial_complete("f", {"val_loss": 0.1, "epoch": 1})
+    assert heard_after == {"f": 0.7}
+
+
+def test_a_maximised_metric_is_capped_from_below_and_fifo_or_bohb_hear_the_raw_value():
+    searcher, heard = _hyperopt_under("asha", mode="max")
+    for trial_id in "ab":
+        searcher.suggest(trial_id)
+    searcher.on_trial_complete("a", {"val_loss": 0.5, "epoch": 9})
+    searcher.on_trial_complete("b", {"val_loss": 0.8, "epoch": 3})
+    assert heard == {"a": 0.5, "b": 0.5}
+    fifo, _ = _hyperopt_under("fifo")
+    assert fifo.budget is None  # under FIFO a trial short of max_t ended by itself
+    bohb, _ = registry.build_searcher(load_spec({"method": "bohb", "parameters": {"lr": {"min": 0.01, "max": 0.1}}}))
+    assert bohb.budget is None  # BOHB models the budgets itself
