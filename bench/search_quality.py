@@ -9,6 +9,9 @@ and without, and its GP sampler) and Syne Tune's (ASHA, BOHB). Every run is a si
 (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
 a trial at most; every early-stopping contender halves by 3 from one epoch.
 
+The anytime plot (:mod:`bench.anytime_plot`, matplotlib of the ``peers`` extra) goes beside the result
+file: ``bench/results/search_quality_anytime.png`` (``bench/results/quick/`` with ``--quick``).
+
 Figures, per problem and concurrency: the median over the seeds of each contender's area under its
 anytime regret curve (the mean simple regret over the budget; lower is better), with its quartiles, and
 the final regret. The row per problem compares the best of ours with the best peer (target: ours no
@@ -22,13 +25,16 @@ import time
 from importlib import metadata
 from typing import Any
 
-from bench.common import figure
+from bench.common import QUICK_RESULTS_DIR, RESULTS_DIR, figure
 
 NAME = "search_quality"
 SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6", "hartmann3", "currin"],
                  "workers": [2, 8], "max_t": 27, "budget_trials": 20},
          True: {"seeds": [0, 1, 2], "problems": ["branin", "hartmann6"], "workers": [2], "max_t": 27,
                 "budget_trials": 20}}
+#: The anytime curves are recorded (and plotted) at this many evenly spaced budgets.
+CURVE_POINTS = 54
+PLOT_FILE = "search_quality_anytime.png"
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -43,6 +49,8 @@ def run(quick: bool) -> dict[str, Any]:
 
     size = SIZES[quick]
     budget = size["budget_trials"] * size["max_t"]
+    spent = [round(budget * (i + 1) / CURVE_POINTS) for i in range(CURVE_POINTS)]
+    curves: dict[str, dict[str, list[list[float]]]] = {}
     runs: dict[str, dict[str, dict[str, list[dict[str, float]]]]] = {}
     for name in size["problems"]:
         f, bounds, minimum = FUNCTIONS[name]
@@ -50,6 +58,7 @@ def run(quick: bool) -> dict[str, Any]:
         for workers in size["workers"]:
             key = f"{name}, {workers} workers"
             runs[key] = {c: [] for c in [*OURS, *OPTUNA, *SYNE_TUNE]}
+            curves[key] = {c: [] for c in runs[key]}
             for seed in size["seeds"]:
                 for name_of in runs[key]:
                     started = time.perf_counter()
@@ -58,13 +67,15 @@ def run(quick: bool) -> dict[str, Any]:
                     runs[key][name_of].append({"area": curve.area(budget), "final": curve.at(budget),
                                                "trials": curve.trials,
                                                "wall_s": round(time.perf_counter() - started, 3)})
+                    curves[key][name_of].append([curve.at(s) for s in spent])
             print(f"    {key}: " + ", ".join(
                 f"{c} {statistics.median(r['area'] for r in rs):.3g}" for c, rs in runs[key].items()), flush=True)
     figures, table = [], {}
     for key, by_contender in runs.items():
         table[key] = {c: {"area_quartiles": _quartiles([r["area"] for r in rs]),
                           "final_quartiles": _quartiles([r["final"] for r in rs]),
-                          "trials_median": statistics.median(r["trials"] for r in rs)}
+                          "trials_median": statistics.median(r["trials"] for r in rs),
+                          "curve_quartiles": [_quartiles(list(at)) for at in zip(*curves[key][c])]}
                       for c, rs in by_contender.items()}
         ours = min(OURS, key=lambda c: table[key][c]["area_quartiles"][1])
         peer = min([*OPTUNA, *SYNE_TUNE], key=lambda c: table[key][c]["area_quartiles"][1])
@@ -72,8 +83,13 @@ def run(quick: bool) -> dict[str, Any]:
         note = f"ours: {ours}; median over {len(size['seeds'])} seeds, budget {budget} trial-epochs"
         figures.append(figure(f"{key}: regret area, best of ours vs best peer", peer, peer_area, ours_area,
                               f"<= {peer_area:.4g}", note=note))
-    versions = {p: metadata.version(p) for p in ("ray", "hyperopt", "optuna", "syne-tune")}
-    return {"figures": figures, "sizes": size, "versions": versions, "table": table, "runs": runs}
+    versions = {p: metadata.version(p) for p in ("ray", "hyperopt", "optuna", "syne-tune", "matplotlib")}
+    from bench.anytime_plot import plot
+
+    plotted = plot(table, spent, (QUICK_RESULTS_DIR if quick else RESULTS_DIR) / PLOT_FILE)
+    print(f"    anytime plot: {plotted}", flush=True)
+    return {"figures": figures, "sizes": size, "versions": versions, "curve_spent": spent, "table": table,
+            "runs": runs}
 
 
 if __name__ == "__main__":
