@@ -142,3 +142,27 @@ def test_a_program_whose_trial_actor_is_killed_still_ends_cleanly_so_its_wandb_r
         time.sleep(0.2)
     (wandb_run,) = offline_runs(tmp_path)
     assert wandb_run.run_id == "killed-trial" and len(wandb_run.history) >= 3  # flushed: it exited cleanly
+
+
+def test_a_program_gets_no_wandb_service_of_another_process(ray_cluster, tmp_path):
+    """The driver's wandb service reaches Ray's processes through their environment (an embedded Ray
+    started after the driver's first wandb run): a program must start its own, or its run lives in the
+    driver's and an ended program's run is flushed only when the driver ends (a CI failure: a stopped
+    trial's run read back empty)."""
+    import ray
+
+    from tune_service.programs.rank import ProgramRank
+
+    service = "3-1-unix-/tmp/a-wandb-service-of-another-process/socket"
+    rank = ray.remote(ProgramRank).options(num_cpus=0, runtime_env={"env_vars": {"WANDB_SERVICE": service}}).remote(
+        0, 1, 10.0)
+    argv = ["python", "-c", "import os; print('service:', os.environ.get('WANDB_SERVICE'))"]
+    hook = json.dumps({"params": {}, "run": None})
+    ray.get(rank.start.remote(argv, str(tmp_path), hook, {}, str(tmp_path), ("127.0.0.1", 29500), 0, 1))
+    deadline = time.monotonic() + 60
+    while ray.get(rank.poll.remote(0))[1] is None:
+        assert time.monotonic() < deadline, "the program never ended"
+        time.sleep(0.2)
+    assert ray.get(rank.poll.remote(0))[1] == 0
+    assert "service: None" in (tmp_path / "rank_0.log").read_text()
+    ray.kill(rank)

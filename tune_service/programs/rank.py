@@ -68,6 +68,10 @@ class ProgramRank:
         trial_file.write_text(hook, encoding="utf-8")
         self.log_path = work / f"rank_{self.rank}.log"
         env = dict(os.environ)
+        # A wandb service of another process (the driver's, which an embedded Ray's processes inherit): the
+        # program's runs would live in it, and an ended program's run would be flushed only when that
+        # process ends. The program starts its own, which ends, and flushes, with the program.
+        env.pop("WANDB_SERVICE", None)
         env.update({
             "RANK": str(self.rank), "WORLD_SIZE": str(self.world_size), "LOCAL_RANK": str(local_rank),
             "LOCAL_WORLD_SIZE": str(local_world_size), "GROUP_RANK": "0", "MASTER_ADDR": master[0],
