@@ -87,6 +87,8 @@ def measure(device, size: dict[str, Any], precisions=PRECISIONS) -> dict[str, An
     out: dict[str, Any] = {}
     times: dict[str, list[float]] = {p: [] for p in precisions}
     steppers = {}
+    if device.type == "cuda":
+        torch.cuda.init()  # the allocator's statistics refuse a device until CUDA is initialised
     for p in precisions:  # peak memory: each precision alone, from a clean allocator
         if device.type == "cuda":
             torch.cuda.empty_cache()

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "search_efficiency": "bench.search_efficiency",
     "known_optimum": "bench.known_optimum",
     "gpu_amp": "bench.gpu_amp",
+    "gpu_warm_gangs": "bench.gpu_warm_gangs",
     "search_quality": "bench.search_quality",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",

@@ -34,14 +34,17 @@ TARGET_WARM_START_S = "<= 0.5"
 SPEC = ROOT / "search_spaces" / "quickstart.yaml"
 
 
-def _quickstart(gangs: str, run_cap: int) -> dict[str, Any]:
-    """One ``tune-run`` of the quickstart: its wall time and each trial's start-up, in start order."""
+def quickstart(gangs: str, run_cap: int, settings: tuple[str, ...] = (), wandb_mode: str = "offline") -> dict[str, Any]:
+    """One ``tune-run`` of the quickstart (``settings``: more ``--set`` overrides): its wall time and each
+    trial's start-up, in start order."""
     with tempfile.TemporaryDirectory(prefix="bench_warm_") as storage:
         command = [sys.executable, "-m", "tune_service.cli", str(SPEC), "--storage", storage, "--name", "sweep",
                    "--set", f"execution.gangs={gangs}", "--set", f"run_cap={run_cap}"]
+        for setting in settings:
+            command += ["--set", setting]
         started = time.perf_counter()
         done = subprocess.run(command, cwd=storage, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env={**os.environ, "WANDB_MODE": "offline"})
+                              env={**os.environ, "WANDB_MODE": wandb_mode})
         wall_s = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"quickstart ({gangs}) exited {done.returncode}:\n{done.stdout[-3000:]}")
@@ -51,12 +54,14 @@ def _quickstart(gangs: str, run_cap: int) -> dict[str, Any]:
             trials.append({"started": rows[0]["timestamp"] - rows[0]["time_total_s"], "epochs": len(rows),
                            "startup_s": rows[0]["time_total_s"] - rows[0]["epoch_time_s"]})
     trials.sort(key=lambda t: t["started"])
+    print(f"      {gangs}: {wall_s:.1f} s; each trial's start (s): "
+          + ", ".join(f"{t['startup_s']:.2f}" for t in trials), flush=True)
     return {"wall_s": wall_s, "trials": trials, "output_lines": len(done.stdout.splitlines())}
 
 
 def run(quick: bool) -> dict[str, Any]:
     size = SIZES[quick]
-    rounds = interleaved({gangs: (lambda gangs=gangs: _quickstart(gangs, size["run_cap"]))
+    rounds = interleaved({gangs: (lambda gangs=gangs: quickstart(gangs, size["run_cap"]))
                           for gangs in ("warm", "fresh")}, size["rounds"])
     warm, fresh = rounds["warm"], rounds["fresh"]
     # One slot on this machine (2 ranks x 1 CPU): the first trial of a run builds the gang.

@@ -132,3 +132,23 @@ def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):
         assert gang.retired == "it ran 2 trials (execution.recycle_after_trials)"
     finally:
         gang.shutdown("the test is over")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_reused_gang_repeats_a_trial_bit_for_bit_and_keeps_none_of_its_cuda_memory(ray_cluster):
+    """One rank on one GPU (a world of two NCCL ranks needs two GPUs): the rank's CUDA context outlives
+    its trials; their tensors do not."""
+    import ray
+
+    gang = Gang.build(GangSettings(ResourceSpec(workers=1, gpus_per_worker=1)))
+    try:
+        first = run(gang, trial("digits", lr=0.01))
+        assert gang.retired is None  # the gang retires a rank that still holds CUDA memory
+        run(gang, trial("digits", lr=0.002, hidden=32), stop_at=1)
+        assert gang.retired is None
+        again = run(gang, trial("digits", lr=0.01))
+        assert gang.retired is None and ray.get(gang.ranks[0].health.remote()).cuda_allocated_bytes == 0
+        assert first.reports[0]["precision"] in ("bf16", "fp16")  # it ran on CUDA, under autocast
+        assert len(first.reports) == 2 and again.exact() == first.exact()
+    finally:
+        gang.shutdown("the test is over")

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tune_service"
 #: Lowest first. A unit (a subpackage, or a top-level module) may import units of its own layer or of
 #: layers below; never above. The same list is ARCHITECTURE.md's.
 LAYERS = (
-    ("errors", "redaction", "ray_internals"), # shared basics
+    ("errors", "redaction", "ray_internals", "torch_internals"),  # shared basics
     ("spec",),                                # the sweep spec: no torch, no Ray
     ("experiment", "tasks"),                  # the experiment directory; the task contract
     ("search", "results", "training", "programs"),  # searchers; results; the shared loop; W&B programs

@@ -50,12 +50,16 @@ def device_memory(device: torch.device) -> str:
 
 
 def release_memory(device: torch.device) -> None:
-    """Free what can be freed after an OOM or at the end of a trial: unreachable tensors, then the CUDA
-    caching allocator's blocks, so the next trial on this device starts with its memory free."""
+    """Free what can be freed after an OOM or at the end of a trial: unreachable tensors, cuBLAS's cached
+    workspaces, then the CUDA caching allocator's blocks, so the next trial on this device starts with its
+    memory free (``torch.cuda.memory_allocated`` zero unless something still holds a tensor)."""
     gc.collect()
     if device.type == "cuda":
         import torch
 
+        from tune_service.torch_internals import clear_cublas_workspaces
+
+        clear_cublas_workspaces()
         torch.cuda.empty_cache()
 
 
