@@ -48,21 +48,13 @@ def ray_init(env: dict[str, str] | None = None) -> None:
     """
     import ray
 
-    from tune_service.execution.connect import inherited_by_ray_processes
+    from tune_service.execution.connect import free_listening_port, inherited_by_ray_processes
 
-    port = free_port()
+    port = free_listening_port()
     variables = {"PYTHONPATH": search_path(), "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}", **(env or {})}
     with inherited_by_ray_processes(variables):  # as tune-run's embedded Ray: see that function for why
         ray.init(address="local", num_cpus=NUM_CPUS, include_dashboard=True, dashboard_host="127.0.0.1",
                  dashboard_port=port, logging_level="ERROR")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -40,17 +40,10 @@ def empty_epochs(config):
         ray.train.report({"epoch": epoch, "reported_at": float(now.item())})
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure(poll_interval_s: str | None, reports: int, trials: int) -> dict:
     import ray
 
+    from tune_service.execution.connect import free_listening_port
     from tune_service.execution.driver import build_tuner
     from tune_service.execution.plan import make_plan
     from tune_service.execution.resources import from_ray
@@ -59,7 +52,7 @@ def measure(poll_interval_s: str | None, reports: int, trials: int) -> dict:
     env = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": poll_interval_s} if poll_interval_s else {}
     # A dashboard port of our own, told to the workers: Ray Train's placement-group cleaner otherwise
     # fails when another Ray runs on this machine, and the next trial waits forever (see bench/common.py).
-    port = _free_port()
+    port = free_listening_port()
     env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
     ray.init(address="local", num_cpus=2, include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
              logging_level="ERROR", runtime_env={"env_vars": env})

@@ -14,7 +14,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import pytest
 import yaml
 
 import tune_service
+from tune_service.execution.connect import free_listening_port
 from tune_service.jobs import SPEC_FILE, SweepJob, attach
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -44,10 +44,15 @@ def _compose_ray_auth(token: str) -> dict[str, str]:
     return {**auth, "RAY_AUTH_TOKEN": token}
 
 
+#: The ports of the two nodes, each chosen once (``free_listening_port`` may repeat itself).
+_TAKEN: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while (port := free_listening_port()) in _TAKEN:
+        pass
+    _TAKEN.add(port)
+    return port
 
 
 def _ports() -> list[str]:

@@ -40,7 +40,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, log_to_dri
             raise ClusterUnreachable(f"address: no Ray cluster at {address!r}: {str(err).splitlines()[0]}") from None
         return
     search_path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-    port = _free_loopback_port()
+    port = free_listening_port()
     # The state API's address, told to every worker: without it, Ray Train's placement-group cleaner
     # looks for the Ray instances of the machine and fails when there are several.
     workers_environment = {"PYTHONPATH": search_path, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
@@ -92,12 +92,43 @@ def _refuse_unreachable(address: str, timeout_s: float = 5.0) -> None:
                                  f"is the cluster's head node up, and is this its GCS address (port 6379)?") from None
 
 
-def _free_loopback_port() -> int:
+#: Where a port for a Ray server is chosen: above Ray's worker ports (10002-19999) and below the ports
+#: the kernel gives outgoing connections (see :func:`_outgoing_ports_start`).
+LISTENING_PORTS_START = 20000
+
+
+def _outgoing_ports_start() -> int:
+    """The lowest port the kernel gives an outgoing connection: Linux's ``ip_local_port_range`` (32768
+    by default), else 49152 (macOS's and Windows' default)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+
+
+def free_listening_port(candidates: range | None = None) -> int:
+    """A loopback port that nothing listens on now, for a server of a Ray about to start (the embedded
+    Ray's dashboard; a test cluster's nodes).
+
+    Not a port from ``bind(("127.0.0.1", 0))``: those come from the range the kernel also gives
+    outgoing connections, and the Ray that starts in the second before its dashboard binds opens many;
+    one took the chosen port (CI, 2026-11-25: "Failed to bind to 127.0.0.1:38191 because it's already
+    occupied"). A port below that range is taken only by a process that listens on it.
+    """
+    import random
     import socket
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    if candidates is None:
+        candidates = range(LISTENING_PORTS_START, max(_outgoing_ports_start(), LISTENING_PORTS_START + 1000))
+    for port in random.sample(candidates, min(len(candidates), 200)):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {candidates}")
 
 
 @contextlib.contextmanager
