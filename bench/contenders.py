@@ -26,6 +26,7 @@ from bench.search_simulation import Problem
 #: Ours: name -> (method, early stopping); as bench.known_optimum names them.
 OURS = {
     "ours: TPE + ASHA": ("hyperopt", True), "ours: TPE + FIFO": ("hyperopt", False),
+    "ours: Optuna TPE + ASHA": ("optuna", True),
     "ours: random + ASHA": ("random", True), "ours: random + FIFO": ("random", False),
 }
 #: Optuna's: name -> (sampler, pruner).

@@ -117,7 +117,7 @@ def test_a_trial_too_large_for_the_cluster_is_refused_before_anything_is_written
     assert not (storage / "big").exists()  # no experiment directory for a sweep that never started
 
 
-@pytest.mark.parametrize("method", ["bayes", "bohb", "random"])
+@pytest.mark.parametrize("method", ["bayes", "bohb", "random", "optuna"])
 def test_a_conditional_space_never_hands_a_trial_an_inactive_parameter(ray_cluster, tmp_path, method):
     from user_tasks import config_reporting_loop
 

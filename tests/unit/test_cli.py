@@ -78,6 +78,13 @@ def test_bohb_without_its_extra_is_refused_in_one_line(missing, monkeypatch, cap
                                        f"is not installed): pip install 'tune-service[bohb]'\n")
 
 
+def test_optuna_without_its_extra_is_refused_in_one_line(monkeypatch, capsys, forbid_ray_start):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    assert cli.main([QUICKSTART, "--set", "method=optuna", "--dry-run"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == ("error: method: optuna needs the package optuna (not installed): "
+                                       "pip install 'tune-service[optuna]'\n")
+
+
 def test_quiet_prints_only_the_result_and_verbose_levels_map_to_the_driver(tmp_path, capsys):
     from tune_service.execution.driver import VERBOSE_LIVE, VERBOSE_RAY
     from tune_service.results.sweep_result import SweepResult, TrialRecord

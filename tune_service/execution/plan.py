@@ -76,7 +76,7 @@ class SweepPlan:
         lines = [
             f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
             *self._describe_task(),
-            f"method       {s.method}" + (" (hyperopt TPE)" if s.method == "bayes" else ""),
+            f"method       {_method_named(s.method)}",
             f"metric       {s.metric.name} ({s.metric.goal})"
             + (f", the sweep stops starting trials once it reaches {s.metric.target:g}" if s.metric.target is not None
                else ""),
@@ -114,7 +114,7 @@ class SweepPlan:
     def headline(self) -> list[str]:
         """The plan in two lines, for the head of a run's output (``describe`` has it all)."""
         s, r = self.spec, self.spec.resources
-        method = f"{s.method} (hyperopt TPE)" if s.method == "bayes" else s.method
+        method = _method_named(s.method)
         if s.scheduler.type == "fifo":
             schedule = f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
         else:
@@ -215,3 +215,12 @@ def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,
         CapacityError: one trial does not fit the cluster.
     """
     return plan_sweep(spec, task).on(cluster or local_machine())
+
+
+#: What a method's name alone does not say.
+_METHOD_NOTES = {"bayes": "hyperopt TPE", "optuna": "Optuna's TPE"}
+
+
+def _method_named(method: str) -> str:
+    """``method`` as the plan prints it: ``bayes (hyperopt TPE)``, ``optuna (Optuna's TPE)``, ``random``."""
+    return f"{method} ({_METHOD_NOTES[method]})" if method in _METHOD_NOTES else method

@@ -1,5 +1,5 @@
 """Search: the spec's parameters as each searcher's native space, the searchers (hyperopt TPE, BOHB,
-random, grid) and schedulers (ASHA, HyperBand for BOHB, FIFO) Tune runs, the schedule a sweep is
+Optuna's TPE, random, grid) and schedulers (ASHA, HyperBand for BOHB, FIFO) Tune runs, the schedule a sweep is
 expected to follow, and the schedulers' records rebuilt for a resumed sweep.
 
 Modules: ``registry`` (spec -> Tune searcher and scheduler), ``spaces`` (native spaces, sampling, grids),

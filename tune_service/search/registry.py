@@ -32,12 +32,13 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     inner = builder(spec)
     indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
     decoder = spaces.Decoder(spec.parameters, indexed=indexed)
-    # Only hyperopt's TPE needs telling a trial the scheduler stopped from one that ran its budget (BOHB
-    # models the budgets itself), and only under a scheduler that stops trials (under FIFO a short trial
-    # ended by itself).
-    stops_trials = spec.scheduler.type != "fifo"
-    budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if spec.searcher == "hyperopt" and stops_trials else None
-    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget)
+    # The TPEs need telling a trial the scheduler stopped from one that ran its budget (BOHB models the
+    # budgets itself), and only under a scheduler that stops trials (under FIFO a short trial ended by
+    # itself).
+    stopped = _STOPPED_TRIALS.get(spec.searcher) if spec.scheduler.type != "fifo" else None
+    budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if stopped else None
+    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget,
+                            stopped or "as_worst_completed")
     # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
     num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials
@@ -111,9 +112,28 @@ def _bohb(spec: SweepSpec):
     return TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed)
 
 
+def _optuna(spec: SweepSpec):
+    try:  # the `optuna` extra
+        import optuna
+    except ImportError:
+        raise SpecError([Problem("method", "optuna needs the package optuna (not installed): "
+                                           "pip install 'tune-service[optuna]'")]) from None
+    from ray.tune.search.optuna import OptunaSearch
+
+    space = spaces.OptunaSpace(spec.parameters)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not a line per trial on the console
+    # Optuna's default of 10 random trials before TPE, fewer in a short sweep (as for hyperopt).
+    sampler = optuna.samplers.TPESampler(seed=spec.seed, n_startup_trials=min(10, _initial_points(spec)))
+    return OptunaSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode, sampler=sampler)
+
+
 _SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {
     "random": _random,
     "grid": _grid,
     "hyperopt": _hyperopt,
     "bohb": _bohb,
+    "optuna": _optuna,
 }
+#: How a searcher hears of a trial that a stopping scheduler ended short of ``max_t``
+#: (:class:`~tune_service.search.searchers.TrialConfigs`); the others hear its last result as it is.
+_STOPPED_TRIALS = {"hyperopt": "as_worst_completed", "optuna": "as_pruned"}

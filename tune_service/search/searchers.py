@@ -93,12 +93,18 @@ class TrialConfigs(Searcher):
     (running trials finish, as in W&B). Everything else is the inner searcher's business.
 
     With ``budget`` (the schedulers' clock and every trial's ``max_t``), a trial that a scheduler stopped
-    short of the budget is heard by the inner searcher as no better than the worst trial that ran its
-    whole budget (its own value when that is worse). A stopped trial's last value is measured at a lower
-    fidelity, where every trial looks worse than it ends (or better): a model searcher (hyperopt's TPE)
-    that took it as final would fit its good and bad groups to fidelities rather than to
-    configurations. Optuna's TPE ranks pruned trials after every completed one in the same way. A
-    searcher that models fidelities itself (BOHB) gets no budget here.
+    short of the budget is not heard as if it had run it: its last value is measured at a lower
+    fidelity, where every trial looks worse than it ends (or better), and a model searcher (a TPE) that
+    took it as final would fit its good and bad groups to fidelities rather than to configurations.
+    ``stopped`` says what the inner searcher hears instead:
+
+    - ``as_worst_completed`` (hyperopt's TPE): the trial's value no better than the worst trial that ran
+      its whole budget (its own value when that is worse);
+    - ``as_pruned`` (Ray's ``OptunaSearch``): the last result as an intermediate value, then the trial
+      told as pruned, as Optuna's own pruners end a trial: Optuna's TPE ranks pruned trials after every
+      completed one, by how far they got and then by their last value.
+
+    A searcher that models fidelities itself (BOHB) gets no budget here.
 
     It also caps the trials that run at once (``max_concurrent_trials`` reaches it through
     :meth:`set_max_concurrency`) counting *running* trials only. Ray's ``ConcurrencyLimiter`` counts a
@@ -107,7 +113,7 @@ class TrialConfigs(Searcher):
     """
 
     def __init__(self, inner: Searcher, decoder: Decoder, metric: str, mode: str, target: float | None = None,
-                 budget: tuple[str, float] | None = None):
+                 budget: tuple[str, float] | None = None, stopped: str = "as_worst_completed"):
         super().__init__(metric=metric, mode=mode)
         self.inner = inner
         self.decoder = decoder
@@ -116,6 +122,9 @@ class TrialConfigs(Searcher):
         self.max_concurrent = 0  # 0: no cap
         self.running: set[str] = set()
         self.budget = budget
+        if stopped not in ("as_worst_completed", "as_pruned"):
+            raise ValueError(f"stopped: {stopped!r}")
+        self.stopped = stopped
         #: The worst value of the trials that ran their whole budget (None until one has).
         self.worst_completed: float | None = None
 
@@ -146,23 +155,34 @@ class TrialConfigs(Searcher):
         if result and not error:
             self._check_target(trial_id, result)
         self.running.discard(trial_id)
-        if result and not error:
-            result = self._as_heard(result)
-        self.inner.on_trial_complete(trial_id, result=result, error=error)
-
-    def _as_heard(self, result: dict) -> dict:
-        """A finished trial's result as the inner searcher hears it (see the class's docstring)."""
-        value = result.get(self.metric)
-        if self.budget is None or not isinstance(value, (int, float)):
-            return result
-        time_attr, max_t = self.budget
-        worse = max if self.mode == "min" else min
-        if result.get(time_attr, max_t) >= max_t:  # it ran its whole budget
+        whole = self._ran_whole_budget(result) if result and not error else None
+        if whole is False and self.stopped == "as_pruned":
+            self.inner.on_trial_result(trial_id, result)  # Tune gave the stopping result to the scheduler only
+            self.inner.on_trial_complete(trial_id, result=None)  # OptunaSearch: no value, no error: pruned
+            return
+        if whole is False:
+            result = self._as_worst_completed(result)
+        elif whole:
+            worse = max if self.mode == "min" else min
+            value = result[self.metric]
             self.worst_completed = value if self.worst_completed is None else worse(self.worst_completed, value)
-            return result
+        # A failed trial's last result is not its outcome (Ray's OptunaSearch would tell it as complete).
+        self.inner.on_trial_complete(trial_id, result=None if error else result, error=error)
+
+    def _ran_whole_budget(self, result: dict) -> bool | None:
+        """Whether a finished trial ran its whole budget (False: a scheduler stopped it short); None
+        without a budget or without a value of the metric."""
+        if self.budget is None or not isinstance(result.get(self.metric), (int, float)):
+            return None
+        time_attr, max_t = self.budget
+        return result.get(time_attr, max_t) >= max_t
+
+    def _as_worst_completed(self, result: dict) -> dict:
+        """A stopped trial's result, its value no better than the worst trial that ran its whole budget."""
         if self.worst_completed is None:
             return result
-        return {**result, self.metric: worse(value, self.worst_completed)}
+        worse = max if self.mode == "min" else min
+        return {**result, self.metric: worse(result[self.metric], self.worst_completed)}
 
     # Our HyperBand schedulers (tune_service.search.hyperband) report pauses and resumptions here;
     # TuneBOHB keeps paused trials apart too.

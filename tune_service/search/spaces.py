@@ -5,6 +5,7 @@ converters (which drop quantization, bias integer ends, ignore bounds and hand b
 - :func:`grid_points`, :func:`grid_size`: a grid's points, drawn one at a time, and how many run.
 - :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
 - :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
+- :class:`OptunaSpace`: a define-by-run space for Optuna's TPE, conditions as questions not asked.
 - :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
   constants added, inactive parameters absent, dotted names nested.
 
@@ -293,6 +294,78 @@ def bohb_indexed(params: Sequence[ParameterSpec]) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.distribution == "q_uniform")
 
 
+# -- Optuna (define-by-run) -------------------------------------------------------------------------
+
+#: The values Optuna's ``suggest_categorical`` takes.
+_OPTUNA_CHOICES = (type(None), bool, int, float, str)
+
+
+class OptunaSpace:
+    """A define-by-run space for Ray Tune's ``OptunaSearch``: called with each new trial, it asks the
+    trial for the searched parameters in file order, and a parameter whose ``when`` does not hold is
+    never asked, so Optuna's TPE models each parameter on the trials that had it. It returns the
+    trial's values (flat, dotted names) in the spec's domain.
+
+    Ranges keep their exact values: an integer range and an equally likely quantized range are ordered
+    integers (a range's index into its multiples); a quantized log-uniform range is Optuna's
+    log-uniform float snapped to the nearest multiple inside the bounds, which gives each multiple the
+    mass the spec declares. Optuna has no normal or beta prior and no weighted choices: those forms are
+    refused when the space is built (:func:`check_optuna`). Picklable (a searcher's state holds it).
+    """
+
+    def __init__(self, params: Sequence[ParameterSpec]):
+        check_optuna(params)
+        self.params = tuple(params)
+
+    def __call__(self, trial) -> dict[str, Any]:
+        known: dict[str, Any] = {}  # what a condition can test: constants and the values asked so far
+        asked: dict[str, Any] = {}
+        for p in self.params:
+            if p.distribution == "constant":
+                known[p.name] = p.value
+            elif p.active(known):
+                known[p.name] = asked[p.name] = _optuna_value(trial, p)
+        return asked
+
+
+def check_optuna(params: Iterable[ParameterSpec]) -> None:
+    """Raise :class:`SpecError` for a form Optuna's TPE cannot sample exactly."""
+    for p in params:
+        if not p.is_searched:
+            continue
+        if p.distribution == "categorical":
+            if p.probabilities:
+                raise _refuse(p, "optuna", "Optuna's choices cannot be weighted", "drop probabilities, or use method "
+                                                                                  "random or bayes")
+            if not all(isinstance(v, _OPTUNA_CHOICES) for v in p.values):
+                raise _refuse(p, "optuna", "Optuna's choices must be scalars", "use scalar values, or method random "
+                                                                               "or bayes")
+            continue
+        s = p.shape
+        if s.base not in ("uniform", "loguniform"):
+            raise _refuse(p, "optuna", f"Optuna has no {s.base.replace('log', 'log-')} prior",
+                          "use a uniform or log-uniform form, or method random or bayes")
+        if not s.bounded:  # pragma: no cover - uniform and log-uniform forms always have bounds
+            raise _refuse(p, "optuna", "Optuna needs bounds", "give min and max")
+        if support(p) is not None:
+            _listed(p, "optuna")
+
+
+def _optuna_value(trial, p: ParameterSpec) -> Any:
+    if p.distribution == "categorical":
+        return trial.suggest_categorical(p.name, list(p.values))
+    s = p.shape
+    values = support(p)
+    if values is None:
+        return trial.suggest_float(p.name, s.low, s.high, log=s.base == "loguniform")
+    if p.distribution == "int_uniform":
+        return trial.suggest_int(p.name, s.low, s.high)
+    if s.equal_mass:  # q_uniform: an ordered index into the multiples, every one the same mass
+        return values[trial.suggest_int(p.name, 0, len(values) - 1)]
+    x = trial.suggest_float(p.name, s.low, s.high, log=s.base == "loguniform")
+    return min(values, key=lambda v: abs(v - x))  # the nearest multiple: the mass masses() gives it
+
+
 # -- what the trial receives ------------------------------------------------------------------------
 
 
@@ -354,4 +427,6 @@ def check(params: Sequence[ParameterSpec], searcher: str) -> None:
         hyperopt_space(params)
     elif searcher == "bohb":
         config_space(params, seed=0)
+    elif searcher == "optuna":
+        check_optuna(params)
 

@@ -150,7 +150,8 @@ DESCRIPTIONS: dict[str, str] = {
             "defaults to the spec file's name without its extension.",
     "description": "Free text about the sweep, shown with its plan.",
     "method": "The search algorithm: random, grid (every combination), bayes (hyperopt TPE, as W&B's bayes), "
-              "hyperopt (the same) or bohb (BOHB, run with HyperBand-for-BOHB).",
+              "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB) or optuna (Optuna's TPE, the "
+              "`optuna` extra).",
     "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
     "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
     "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "

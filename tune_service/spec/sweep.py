@@ -19,7 +19,7 @@ from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import WandbSettings
 
-METHODS = ("random", "grid", "bayes", "hyperopt", "bohb")
+METHODS = ("random", "grid", "bayes", "hyperopt", "bohb", "optuna")
 GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
 #: What the scheduler counts a trial's progress in; each is also the key of every report that holds it.

@@ -94,7 +94,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
-    if method in ("bayes", "hyperopt", "bohb") and parameters and not any(p.is_searched for p in parameters):
+    if method in ("bayes", "hyperopt", "bohb", "optuna") and parameters and not any(p.is_searched for p in parameters):
         check.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
                                  f"`distribution`), got only constants; use method random or grid")
 

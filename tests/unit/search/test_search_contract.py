@@ -35,7 +35,7 @@ PARAMETERS = {
     "grid": {"lr": {"values": [0.001, 0.01, 0.1]}, "hidden": {"values": [16, 32, 64]},
              "optimizer": {"parameters": {"momentum": {"values": [0.0, 0.9]}}}},
 }
-PARAMETERS["bayes"] = PARAMETERS["bohb"] = PARAMETERS["random"]
+PARAMETERS["bayes"] = PARAMETERS["bohb"] = PARAMETERS["optuna"] = PARAMETERS["random"]
 
 
 def build(method: str, scheduler: dict | None = None):
@@ -66,13 +66,13 @@ def run_trials(searcher: Searcher, ids: list[str]) -> list[dict]:
         config = searcher.suggest(trial_id)
         assert isinstance(config, dict), f"{trial_id}: {config!r}"
         for epoch in (1, 2):
-            searcher.on_trial_result(trial_id, {METRIC: loss(config) / epoch, "epoch": epoch})
-        searcher.on_trial_complete(trial_id, {METRIC: loss(config) / 2, "epoch": 2})
+            searcher.on_trial_result(trial_id, {METRIC: loss(config) / epoch, "epoch": epoch, "training_iteration": epoch})
+        searcher.on_trial_complete(trial_id, {METRIC: loss(config) / 2, "epoch": 2, "training_iteration": 2})
         configs.append(config)
     return configs
 
 
-@pytest.mark.parametrize("method", ["random", "grid", "bayes", "bohb"])
+@pytest.mark.parametrize("method", ["random", "grid", "bayes", "bohb", "optuna"])
 def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(method, tmp_path):
     _, searcher, num_trials = build(method)
     assert num_trials == 12

@@ -131,3 +131,31 @@ def test_a_maximised_metric_is_capped_from_below_and_fifo_or_bohb_hear_the_raw_v
     assert fifo.budget is None  # under FIFO a trial short of max_t ended by itself
     bohb, _ = registry.build_searcher(load_spec({"method": "bohb", "parameters": {"lr": {"min": 0.01, "max": 0.1}}}))
     assert bohb.budget is None  # BOHB models the budgets itself
+
+
+def _optuna_under(scheduler: str):
+    spec = load_spec({"method": "optuna", "metric": {"name": "val_loss", "goal": "minimize"},
+                      "parameters": {"lr": {"min": 0.01, "max": 0.1}},
+                      "scheduler": {"type": scheduler, "max_t": 9}})
+    searcher, _ = registry.build_searcher(spec)
+    searcher.set_search_properties("val_loss", "min", {})
+    return searcher
+
+
+def test_optuna_hears_a_stopped_trial_as_pruned_at_its_last_epoch_and_a_completed_one_as_complete():
+    """As Optuna's own pruners end a trial: its TPE ranks pruned trials after every completed one, by how
+    far they got and then by their last value."""
+    from optuna.trial import TrialState
+
+    searcher = _optuna_under("asha")
+    for trial_id in "abc":
+        searcher.suggest(trial_id)
+    searcher.on_trial_result("a", {"val_loss": 0.9, "epoch": 1, "training_iteration": 1})
+    searcher.on_trial_complete("a", {"val_loss": 0.8, "epoch": 2, "training_iteration": 2})  # stopped at epoch 2
+    searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9, "training_iteration": 9})
+    searcher.on_trial_complete("c", {"val_loss": 1.0, "epoch": 1, "training_iteration": 1}, error=True)
+    a, b, c = searcher.inner._ot_study.get_trials(deepcopy=False)
+    assert (a.state, a.intermediate_values) == (TrialState.PRUNED, {1: 0.9, 2: 0.8})
+    assert (b.state, b.value) == (TrialState.COMPLETE, 0.5)
+    assert c.state == TrialState.FAIL
+    assert _optuna_under("fifo").budget is None  # under FIFO a short trial ended by itself: complete

@@ -43,6 +43,16 @@ def draws(searcher: str, ps, n: int = N) -> list[dict]:
     if searcher == "bohb":
         cs = spaces.config_space(ps, seed=0)
         return [decode(dict(c)) for c in cs.sample_configuration(n)]
+    if searcher == "optuna":  # the priors: what TPE draws from before its model, and samples around
+        import optuna
+
+        space, out = spaces.OptunaSpace(ps), []
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        for _ in range(n):
+            trial = study.ask()
+            out.append(decode(space(trial)))
+            study.tell(trial, 0.0)
+        return out
     raise ValueError(searcher)
 
 
@@ -70,29 +80,29 @@ E = math.e
 # name: (parameter body, kind, reference, (low, high) or None, value type, searchers that accept it)
 FORMS = {
     "uniform": ({"min": -2.0, "max": 3.0}, "cdf", stats.uniform(-2, 5).cdf, (-2, 3), float,
-                ("random", "hyperopt", "bohb")),
+                ("random", "hyperopt", "bohb", "optuna")),
     "int_uniform": ({"min": 1, "max": 6}, "pmf", {k: 1 / 6 for k in range(1, 7)}, (1, 6), int,
-                    ("random", "hyperopt", "bohb", "grid")),
+                    ("random", "hyperopt", "bohb", "grid", "optuna")),
     "q_uniform": ({"distribution": "q_uniform", "min": 0, "max": 1, "q": 0.25}, "pmf",
-                  {v: 0.2 for v in (0.0, 0.25, 0.5, 0.75, 1.0)}, (0, 1), float, ("random", "hyperopt", "bohb", "grid")),
+                  {v: 0.2 for v in (0.0, 0.25, 0.5, 0.75, 1.0)}, (0, 1), float, ("random", "hyperopt", "bohb", "grid", "optuna")),
     "log_uniform": ({"distribution": "log_uniform", "min": -3, "max": 0}, "cdf", stats.loguniform(E ** -3, 1).cdf,
-                    (E ** -3, 1), float, ("random", "hyperopt", "bohb")),
+                    (E ** -3, 1), float, ("random", "hyperopt", "bohb", "optuna")),
     "q_log_uniform": ({"distribution": "q_log_uniform", "min": 0, "max": math.log(100), "q": 10}, "pmf",
                       cells(list(range(10, 101, 10)), stats.loguniform(1, 100), 1, 100), (10, 100), int,
-                      ("random", "hyperopt", "bohb", "grid")),
+                      ("random", "hyperopt", "bohb", "grid", "optuna")),
     "log_uniform_values": ({"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1}, "cdf",
-                           stats.loguniform(1e-4, 1e-1).cdf, (1e-4, 1e-1), float, ("random", "hyperopt", "bohb")),
+                           stats.loguniform(1e-4, 1e-1).cdf, (1e-4, 1e-1), float, ("random", "hyperopt", "bohb", "optuna")),
     "q_log_uniform_values": ({"distribution": "q_log_uniform_values", "min": 1, "max": 64, "q": 4}, "pmf",
                              cells(list(range(4, 65, 4)), stats.loguniform(1, 64), 1, 64), (4, 64), int,
-                             ("random", "hyperopt", "bohb", "grid")),
+                             ("random", "hyperopt", "bohb", "grid", "optuna")),
     "inv_log_uniform": ({"distribution": "inv_log_uniform", "min": 1, "max": 5}, "cdf",
                         # log(1/X) uniform on [1, 5]
                         lambda x: 1 - stats.uniform(1, 4).cdf(np.log(1 / np.asarray(x))), (E ** -5, E ** -1), float,
-                        ("random", "hyperopt", "bohb")),
+                        ("random", "hyperopt", "bohb", "optuna")),
     "inv_log_uniform_values": ({"distribution": "inv_log_uniform_values", "min": 0.01, "max": 1}, "cdf",
                                # log(1/X) uniform on [log(1/max), log(1/min)]
                                lambda x: 1 - stats.uniform(0, math.log(100)).cdf(np.log(1 / np.asarray(x))),
-                               (0.01, 1), float, ("random", "hyperopt", "bohb")),
+                               (0.01, 1), float, ("random", "hyperopt", "bohb", "optuna")),
     "normal": ({"distribution": "normal", "mu": 1, "sigma": 2}, "cdf", stats.norm(1, 2).cdf, None, float,
                ("random", "hyperopt")),
     "normal_bounded": ({"distribution": "normal", "mu": 0, "sigma": 1, "min": -1, "max": 2}, "cdf",
@@ -116,14 +126,14 @@ FORMS = {
                cells([round(0.1 * k, 1) for k in range(11)], stats.beta(2, 2), 0, 1), (0, 1), float,
                ("random", "hyperopt", "bohb", "grid")),
     "categorical": ({"values": ["a", "b", "c"]}, "pmf", {"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}, None, str,
-                    ("random", "hyperopt", "bohb", "grid")),
+                    ("random", "hyperopt", "bohb", "grid", "optuna")),
     "categorical_probabilities": ({"values": [16, 32, 64], "probabilities": [0.6, 0.3, 0.1]}, "pmf",
                                   {16: 0.6, 32: 0.3, 64: 0.1}, (16, 64), int, ("random", "hyperopt", "bohb")),
-    "constant": ({"value": 7}, "pmf", {7: 1.0}, (7, 7), int, ("random", "hyperopt", "bohb", "grid")),
+    "constant": ({"value": 7}, "pmf", {7: 1.0}, (7, 7), int, ("random", "hyperopt", "bohb", "grid", "optuna")),
 }
-CASES = [(form, searcher) for form, entry in FORMS.items() for searcher in ("random", "hyperopt", "bohb")
+CASES = [(form, searcher) for form, entry in FORMS.items() for searcher in ("random", "hyperopt", "bohb", "optuna")
          if searcher in entry[-1]]
-REFUSALS = [(form, searcher) for form, entry in FORMS.items() for searcher in ("hyperopt", "bohb", "grid")
+REFUSALS = [(form, searcher) for form, entry in FORMS.items() for searcher in ("hyperopt", "bohb", "grid", "optuna")
             if searcher not in entry[-1]]
 
 
@@ -250,7 +260,7 @@ def check_activity(config: dict) -> None:
     assert config["model"]["hidden"] in (32, 64)
 
 
-@pytest.mark.parametrize("searcher", ["random", "hyperopt", "bohb"])
+@pytest.mark.parametrize("searcher", ["random", "hyperopt", "bohb", "optuna"])
 def test_conditional_parameters_are_sampled_only_when_their_condition_holds(searcher):
     ps = load_spec({"method": searcher, "parameters": CONDITIONAL}).parameters
     configs = draws(searcher, ps, 2000)
@@ -273,9 +283,9 @@ def test_conditional_grid_enumerates_only_active_combinations():
         check_activity(config)
 
 
-@pytest.mark.parametrize("method", ["hyperopt", "bohb"])
+@pytest.mark.parametrize("method", ["hyperopt", "bohb", "optuna"])
 def test_model_based_search_never_suggests_an_inactive_parameter(method):
-    """Past the random start-up, TPE and BOHB's model propose the configs: still never an inactive one."""
+    """Past the random start-up, the TPEs and BOHB's model propose the configs: still never an inactive one."""
     from tune_service.search import registry
 
     spec = load_spec({"method": method, "run_cap": 40, "metric": {"name": "loss", "goal": "minimize"},

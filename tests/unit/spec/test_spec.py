@@ -107,7 +107,7 @@ def test_override_without_equals_is_refused():
      "min, max, q, mu, sigma, a, b, when, parameters"),
     (minimal(parameters={"h": 5}),
      "parameters.h: must be a mapping such as {value: ...}, {values: [...]} or {distribution: ..., min: ..., max: ...}, got 5"),
-    (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, got 'tpe'"),
+    (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, optuna, got 'tpe'"),
     (minimal(metric={"name": "acc", "goal": "max"}),
      "metric.goal: must be one of minimize, maximize, got 'max' (did you mean 'maximize'?)"),
     (minimal(run_cap=0), "run_cap: must be >= 1, got 0"),
