@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import figure, interleaved, median
-from bench.warm_gangs import TARGET_QUICKSTART_S, TARGET_WARM_START_S, quickstart
+from bench.common import figure
+from bench.warm_gangs import side_by_side
 
 NAME = "gpu_warm_gangs"
 SIZES = {False: {"rounds": 2, "run_cap": 10}, True: {"rounds": 1, "run_cap": 4}}
@@ -39,26 +39,10 @@ def run(quick: bool) -> dict[str, Any]:
                 for name in ("quickstart on 1 GPU, command to leaderboard", "1-GPU trial start on a warm gang")]
         return {"figures": rows, "status": "not run: no CUDA", "sizes": size}
     wandb_mode = "offline" if importlib.util.find_spec("wandb") else "disabled"
-    rounds = interleaved({gangs: (lambda gangs=gangs: quickstart(gangs, size["run_cap"], ONE_GPU_RANK, wandb_mode))
-                          for gangs in ("warm", "fresh")}, size["rounds"])
-    warm, fresh = rounds["warm"], rounds["fresh"]
-    warm_starts = [t["startup_s"] for r in warm for t in r["trials"][1:]]
-    cold_builds = [r["trials"][0]["startup_s"] for r in warm]
-    fresh_starts = [t["startup_s"] for r in fresh for t in r["trials"]]
-    figures = [
-        figure("quickstart on 1 GPU, command to leaderboard", "fresh Ray Train run per trial",
-               median([r["wall_s"] for r in fresh]), median([r["wall_s"] for r in warm]), TARGET_QUICKSTART_S, "s",
-               note=f"{size['run_cap']} trials of 1 rank x 1 GPU, wandb {wandb_mode}, median of {size['rounds']} "
-                    "round(s); every run: warm " + ", ".join(f"{r['wall_s']:.1f}" for r in warm) + " s; fresh "
-                    + ", ".join(f"{r['wall_s']:.1f}" for r in fresh) + " s"),
-        figure("1-GPU trial start on a warm gang", "fresh Ray Train run per trial", median(fresh_starts),
-               median(warm_starts), TARGET_WARM_START_S, "s",
-               note=f"trial start to first report less its first epoch, median of {len(warm_starts)} warm "
-                    f"trials (max {max(warm_starts):.2f} s); the cold gang build (first trial): "
-                    + ", ".join(f"{s:.1f}" for s in cold_builds) + " s"),
-    ]
-    return {"figures": figures, "status": "run", "device": torch.cuda.get_device_name(0), "wandb": wandb_mode,
-            "sizes": size, "rounds": rounds}
+    result = side_by_side(size, ONE_GPU_RANK, wandb_mode, quickstart_name="quickstart on 1 GPU, command to leaderboard",
+                          start_name="1-GPU trial start on a warm gang",
+                          trials_note=f"trials of 1 rank x 1 GPU, wandb {wandb_mode}")
+    return {**result, "status": "run", "device": torch.cuda.get_device_name(0), "wandb": wandb_mode}
 
 
 if __name__ == "__main__":

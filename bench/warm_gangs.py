@@ -59,28 +59,34 @@ def quickstart(gangs: str, run_cap: int, settings: tuple[str, ...] = (), wandb_m
     return {"wall_s": wall_s, "trials": trials, "output_lines": len(done.stdout.splitlines())}
 
 
-def run(quick: bool) -> dict[str, Any]:
-    size = SIZES[quick]
-    rounds = interleaved({gangs: (lambda gangs=gangs: quickstart(gangs, size["run_cap"]))
+def side_by_side(size: dict[str, Any], settings: tuple[str, ...] = (), wandb_mode: str = "offline", *,
+                 quickstart_name: str, start_name: str, trials_note: str) -> dict[str, Any]:
+    """The quickstart on warm gangs and fresh, interleaved for ``size["rounds"]`` rounds; its two figures
+    (wall time, a trial's start) and every run. One concurrency slot: a run's first trial builds the gang."""
+    rounds = interleaved({gangs: (lambda gangs=gangs: quickstart(gangs, size["run_cap"], settings, wandb_mode))
                           for gangs in ("warm", "fresh")}, size["rounds"])
     warm, fresh = rounds["warm"], rounds["fresh"]
-    # One slot on this machine (2 ranks x 1 CPU): the first trial of a run builds the gang.
     warm_starts = [t["startup_s"] for r in warm for t in r["trials"][1:]]
     cold_builds = [r["trials"][0]["startup_s"] for r in warm]
     fresh_starts = [t["startup_s"] for r in fresh for t in r["trials"]]
     figures = [
-        figure("quickstart, command to leaderboard", "fresh Ray Train run per trial",
+        figure(quickstart_name, "fresh Ray Train run per trial",
                median([r["wall_s"] for r in fresh]), median([r["wall_s"] for r in warm]), TARGET_QUICKSTART_S, "s",
-               note=f"{size['run_cap']} trials, median of {size['rounds']} round(s); every run: warm "
+               note=f"{size['run_cap']} {trials_note}, median of {size['rounds']} round(s); every run: warm "
                     + ", ".join(f"{r['wall_s']:.1f}" for r in warm) + " s; fresh "
                     + ", ".join(f"{r['wall_s']:.1f}" for r in fresh) + " s"),
-        figure("2-rank trial start on a warm gang", "fresh Ray Train run per trial", median(fresh_starts),
+        figure(start_name, "fresh Ray Train run per trial", median(fresh_starts),
                median(warm_starts), TARGET_WARM_START_S, "s",
                note=f"trial start to first report less its first epoch, median of {len(warm_starts)} warm "
                     f"trials (max {max(warm_starts):.2f} s); the cold gang build (first trial): "
                     + ", ".join(f"{s:.1f}" for s in cold_builds) + " s"),
     ]
     return {"figures": figures, "sizes": size, "rounds": rounds}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    return side_by_side(SIZES[quick], quickstart_name="quickstart, command to leaderboard",
+                        start_name="2-rank trial start on a warm gang", trials_note="trials")
 
 
 if __name__ == "__main__":
