@@ -81,8 +81,9 @@ def run(quick: bool) -> dict[str, Any]:
         peer = min([*OPTUNA, *SYNE_TUNE], key=lambda c: table[key][c]["area_quartiles"][1])
         ours_area, peer_area = table[key][ours]["area_quartiles"][1], table[key][peer]["area_quartiles"][1]
         note = f"ours: {ours}; median over {len(size['seeds'])} seeds, budget {budget} trial-epochs"
+        # Judged on the unrounded medians (the target shown is rounded): a tie is met.
         figures.append(figure(f"{key}: regret area, best of ours vs best peer", peer, peer_area, ours_area,
-                              f"<= {peer_area:.4g}", note=note))
+                              f"<= {peer_area:.4g}", met=ours_area <= peer_area, note=note))
     versions = {p: metadata.version(p) for p in ("ray", "hyperopt", "optuna", "syne-tune", "matplotlib")}
     from bench.anytime_plot import plot
 

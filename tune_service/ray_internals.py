@@ -40,11 +40,10 @@ class Internal:
 
 _HYPERBAND = "ray.tune.schedulers.hyperband:HyperBandScheduler"
 _BRACKET = "ray.tune.schedulers.hyperband:_Bracket"
-_ASHA = "ray.tune.schedulers.async_hyperband:AsyncHyperBandScheduler"
 _BRACKET_WHY = "ResumedHyperBand replays a restored bracket's halvings"
 
 INTERNALS: tuple[Internal, ...] = (
-    # Schedulers: our HyperBand and ASHA subclasses, and their rebuild after a crash.
+    # Schedulers: our HyperBand subclasses, and their rebuild after a crash.
     Internal(_HYPERBAND, "_process_bracket", "search.hyperband", "WaitingHyperBand saves the statuses of the "
              "paused trials a halving stops"),
     *(Internal(_HYPERBAND, name, "search.hyperband", "the scheduler's settings, for the brackets it makes",
@@ -55,8 +54,6 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("ray.tune.schedulers.hyperband", "_Bracket", "search.hyperband", "FillOnceBracket subclasses it"),
     *(Internal(_BRACKET, name, "search.hyperband", _BRACKET_WHY, instance=True)
       for name in ("_n0", "_cumul_r", "_halves", "_live_trials")),
-    *(Internal(_ASHA, name, "search.replay", "ResumedASHA refills the rungs from the recorded results",
-               instance=True) for name in ("_trial_info", "_time_attr", "_metric", "_max_t", "_metric_op")),
     Internal("ray.tune.execution.tune_controller:TuneController", "_mark_trial_to_checkpoint", "search.hyperband",
              "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)"),
     # Tuner.restore keeps the pickled scheduler; the resumed one must be ours.

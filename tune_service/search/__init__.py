@@ -3,7 +3,8 @@ Optuna's TPE, random, grid) and schedulers (ASHA, HyperBand for BOHB, FIFO) Tune
 expected to follow, and the schedulers' records rebuilt for a resumed sweep.
 
 Modules: ``registry`` (spec -> Tune searcher and scheduler), ``spaces`` (native spaces, sampling, grids),
-``searchers`` (our random and grid searchers, and the wrapper every searcher runs in), ``schedule``
+``searchers`` (our random and grid searchers, and the wrapper every searcher runs in), ``asha``
+(ASHA with its paper's promotion rule), ``schedule``
 (the expected rungs and budget), ``hyperband`` and ``replay`` (schedulers that survive a driver's death).
 Ray is imported only where a searcher or scheduler is built.
 """

@@ -50,19 +50,16 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
     ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
     """
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.schedulers import FIFOScheduler
 
     s = spec.scheduler
     if s.type == "fifo":
         return FIFOScheduler()
     if s.type == "asha":
-        asha_args = dict(time_attr=s.time_attr, max_t=s.max_t, grace_period=s.grace_period,
-                         reduction_factor=s.reduction_factor)
-        if recorded is not None:
-            from tune_service.search.replay import ResumedASHA
+        from tune_service.search.asha import PromotingASHA
 
-            return ResumedASHA(dict(recorded), **asha_args)
-        return ASHAScheduler(**asha_args)
+        return PromotingASHA(time_attr=s.time_attr, max_t=s.max_t, grace_period=s.grace_period,
+                             reduction_factor=s.reduction_factor, recorded=recorded)
     from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
 
     hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t,

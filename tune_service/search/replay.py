@@ -1,11 +1,12 @@
-"""ASHA's rungs rebuilt from the results a sweep recorded, for a sweep resumed after its driver died.
+"""What a sweep's trials reported, read back for a sweep resumed after its driver died.
 
 Ray Tune saves its searcher with the experiment but not its scheduler: a restored Tuner starts ASHA with
-empty rungs, so after a resume every trial reaching a rung is judged against the results since the
-resume alone (the first to arrive are never stopped). :func:`read_recorded` reads what each trial
-reported from its ``result.json`` in the experiment directory, and :class:`ResumedASHA` replays those
-results into its rungs as Tune adds the trials back, so that its decisions after the resume are the
-ones it would have made without the crash.
+empty rungs, so after a resume every trial reaching a rung would be judged against the results since
+the resume alone (the first to arrive never stopped). :func:`read_recorded` reads what each trial
+reported from its ``result.json`` in the experiment directory; ASHA
+(:class:`tune_service.search.asha.PromotingASHA`) and HyperBand (:mod:`tune_service.search.hyperband`)
+replay it as Tune adds the trials back, so that their decisions after the resume are the ones they would
+have made without the crash.
 
 A resumed trial reports again from its latest checkpoint on (the checkpoint's report is delivered again,
 the epochs after it are trained again): those results are left out of the replay, so none counts twice.
@@ -18,9 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from ray.tune.experiment import Trial
-from ray.tune.schedulers import ASHAScheduler
 
 from tune_service.experiment.checkpoints import checkpointed_report
 from tune_service.experiment.layout import TIME_ATTR, read_trial_results, trial_results_files
@@ -59,29 +57,3 @@ def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None,
         checkpoint = checkpointed_report(*stored) or {}
         recorded[results[0]["trial_id"]] = RecordedTrial(results, checkpoint.get(time_attr, 0), time_attr)
     return recorded
-
-
-class ResumedASHA(ASHAScheduler):
-    """ASHA whose rungs are refilled, trial by trial as Tune adds them back, from ``recorded``.
-
-    Which results a rung records does not depend on the order they arrive in (each trial is recorded at
-    the first result that reaches the rung), so replaying each trial's results in turn rebuilds the
-    rungs exactly as they were.
-    """
-
-    def __init__(self, recorded: dict[str, RecordedTrial], **asha_args: Any):
-        super().__init__(**asha_args)
-        self._recorded = dict(recorded)
-
-    def on_trial_add(self, tune_controller, trial) -> None:
-        super().on_trial_add(tune_controller, trial)
-        recorded = self._recorded.pop(trial.trial_id, None)
-        if recorded is None:
-            return
-        bracket = self._trial_info[trial.trial_id]
-        resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
-        for result in recorded.reported_once(resumes):
-            epoch, value = result.get(self._time_attr), result.get(self._metric)
-            # As on_trial_result: a result at max_t ends the trial without being recorded in a rung.
-            if isinstance(epoch, (int, float)) and isinstance(value, (int, float)) and epoch < self._max_t:
-                bracket.on_result(trial, epoch, self._metric_op * value)

@@ -4,7 +4,7 @@ This follows the arithmetic of Ray Tune's own schedulers, so that ``--dry-run`` 
 happen rather than the textbook algorithm:
 
 - FIFO: every trial trains ``max_t`` epochs. Exact.
-- ASHA (``AsyncHyperBandScheduler``, one bracket): trials are compared at epochs
+- ASHA (:class:`~tune_service.search.asha.PromotingASHA`, one bracket): trials are compared at epochs
   ``ceil(grace_period * eta**k)`` below ``max_t``; the best ``1/eta`` of those recorded at a rung go
   on. Promotion is asynchronous (an early trial is compared against few others, and the first trial at
   a rung always goes on), so the counts are an estimate: ``N / eta**k`` trials reach rung ``k``, and at

@@ -47,14 +47,16 @@ def test_grid_trial_count_is_capped_by_run_cap():
 
 
 def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_ray_start):
-    from ray.tune.schedulers import ASHAScheduler, HyperBandForBOHB
+    from ray.tune.schedulers import HyperBandForBOHB
     from ray.tune.search.bohb import TuneBOHB
     from ray.tune.search import Searcher
     from ray.tune.search.hyperopt import HyperOptSearch
 
+    from tune_service.search.asha import PromotingASHA
+
     quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     config = build_tuner(quick, tmp_path, "x").tune_config
-    assert isinstance(config.search_alg.inner, HyperOptSearch) and isinstance(config.scheduler, ASHAScheduler)
+    assert isinstance(config.search_alg.inner, HyperOptSearch) and isinstance(config.scheduler, PromotingASHA)
     assert (config.metric, config.mode, config.num_samples, config.max_concurrent_trials) == ("val_accuracy", "max", 10, 1)
 
     bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)

@@ -1,0 +1,108 @@
+"""Asynchronous successive halving (ASHA), promoting as its paper does, as a Tune trial scheduler.
+
+Li et al., "A System for Massively Parallel Hyperparameter Tuning" (MLSys 2020): a configuration at a
+rung goes on to the next when it is among the top 1/eta of the configurations that reached that rung.
+Run as a stopping rule (a trial is never paused to be promoted later): a trial reaching a rung goes on
+only if it is among the ``floor(n / eta)`` best of the ``n`` trials recorded at that rung, itself
+included, and at least the best of them; else it stops. Optuna's successive-halving pruner decides the
+same way.
+
+Ray's ``ASHAScheduler`` takes the cut-off as the ``1 - 1/eta`` quantile of the trials recorded *before*
+this one, linearly interpolated: where a rung holds few trials it lets more go on (the second trial
+whenever it beats the first, the third whenever it is two thirds of the way from the worse of the first
+two to the better, ...), so a sweep spends its budget on fewer configurations. With this rule instead,
+TPE + ASHA's median regret area over 20 seeds (``bench/search_quality.py``) improved on six of the eight
+problem and concurrency pairs, and Optuna's TPE under it matches Optuna's own TPE + successive halving to
+the digit.
+
+Everything else is Ray's ASHA with one bracket: rungs at ``grace_period * eta**k`` (the times of the
+``time_attr`` clock, epochs or optimizer steps), a trial stopped when it reaches ``max_t``, its final
+result recorded in its rung. ``recorded``: for a sweep resumed after its driver died, what the trials
+reported (:func:`tune_service.search.replay.read_recorded`), replayed into the rungs as Tune adds each
+trial back, so the decisions after the resume are those the sweep would have made without the crash.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from tune_service.search.replay import RecordedTrial
+
+
+class PromotingASHA(FIFOScheduler):
+    """ASHA with the paper's promotion rule (see the module's docstring)."""
+
+    _mode: str | None = None
+
+    def __init__(self, time_attr: str, max_t: float, grace_period: float, reduction_factor: float,
+                 recorded: dict[str, RecordedTrial] | None = None):
+        super().__init__()
+        if not (0 < grace_period <= max_t) or reduction_factor <= 1:
+            raise ValueError(f"ASHA needs 0 < grace_period <= max_t and reduction_factor > 1, got "
+                             f"{grace_period}, {max_t}, {reduction_factor}")
+        self.time_attr, self.max_t, self.eta = time_attr, max_t, reduction_factor
+        # As Ray's ASHA counts them (one bracket), highest first.
+        count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
+        self.milestones = [grace_period * reduction_factor ** k for k in reversed(range(count))]
+        #: Per milestone, each trial's value there (higher is better: the metric, negated when minimised).
+        self.rungs: dict[float, dict[str, float]] = {m: {} for m in self.milestones}
+        self.stopped = 0
+        self._recorded = dict(recorded or {})
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec) -> bool:
+        """Tune's metric and mode, as a scheduler built without them is given them (once)."""
+        if (self._metric and metric) or (self._mode and mode):
+            return False
+        self._metric = metric or self._metric
+        self._mode = mode or self._mode
+        return True
+
+    @property
+    def _sign(self) -> float:
+        if self._mode not in ("min", "max"):
+            raise ValueError("ASHA needs the sweep's metric and mode before its first trial")
+        return 1.0 if self._mode == "max" else -1.0
+
+    def on_trial_add(self, tune_controller, trial: Trial) -> None:
+        recorded = self._recorded.pop(trial.trial_id, None)
+        if recorded is None:
+            return
+        resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
+        for result in recorded.reported_once(resumes):
+            time, value = result.get(self.time_attr), result.get(self._metric)
+            # As on_trial_result: a result at max_t ends the trial without a decision.
+            if isinstance(time, (int, float)) and isinstance(value, (int, float)) and time < self.max_t:
+                self._judge(trial.trial_id, time, self._sign * value)
+
+    def on_trial_result(self, tune_controller, trial: Trial, result: dict[str, Any]) -> str:
+        time, value = result.get(self.time_attr), result.get(self._metric)
+        if time is None or value is None:
+            return TrialScheduler.CONTINUE
+        decision = TrialScheduler.STOP if time >= self.max_t else self._judge(trial.trial_id, time, self._sign * value)
+        self.stopped += decision == TrialScheduler.STOP
+        return decision
+
+    def on_trial_complete(self, tune_controller, trial: Trial, result: dict[str, Any]) -> None:
+        time, value = result.get(self.time_attr), result.get(self._metric)
+        if time is not None and value is not None:
+            self._judge(trial.trial_id, time, self._sign * value)  # recorded where it ended
+
+    def _judge(self, trial_id: str, time: float, value: float) -> str:
+        """Record ``value`` at the highest milestone ``time`` reached where ``trial_id`` has none yet,
+        and decide there; CONTINUE if there is none."""
+        for milestone in self.milestones:
+            recorded = self.rungs[milestone]
+            if time < milestone or trial_id in recorded:
+                continue
+            recorded[trial_id] = value
+            ranked = sorted(recorded.values(), reverse=True)
+            promoted = ranked[max(int(len(ranked) // self.eta), 1) - 1]
+            return TrialScheduler.CONTINUE if value >= promoted else TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+    def debug_string(self) -> str:
+        return f"ASHA (promoting the top 1/{self.eta:g} of each rung): {self.stopped} trials stopped"
