@@ -24,13 +24,13 @@ trial back, so the decisions after the resume are those the sweep would have mad
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tune_service.search.replay import RecordedTrial
+from tune_service.search.schedule import asha_milestones
 
 
 class PromotingASHA(FIFOScheduler):
@@ -45,9 +45,7 @@ class PromotingASHA(FIFOScheduler):
             raise ValueError(f"ASHA needs 0 < grace_period <= max_t and reduction_factor > 1, got "
                              f"{grace_period}, {max_t}, {reduction_factor}")
         self.time_attr, self.max_t, self.eta = time_attr, max_t, reduction_factor
-        # As Ray's ASHA counts them (one bracket), highest first.
-        count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
-        self.milestones = [grace_period * reduction_factor ** k for k in reversed(range(count))]
+        self.milestones = asha_milestones(grace_period, max_t, reduction_factor)[::-1]  # highest first
         #: Per milestone, each trial's value there (higher is better: the metric, negated when minimised).
         self.rungs: dict[float, dict[str, float]] = {m: {} for m in self.milestones}
         self.stopped = 0

@@ -102,11 +102,19 @@ def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = Fa
     return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True, unit=unit)
 
 
+def asha_milestones(grace_period: float, max_t: float, eta: float) -> list[float]:
+    """ASHA's rung times, lowest first, counted as Ray's ASHA counts them (one bracket):
+    ``grace_period * eta**k`` for as many ``k`` as fit, the last possibly at ``max_t``, which changes
+    nothing (a trial ends there anyway). Both the plan and the scheduler
+    (:class:`~tune_service.search.asha.PromotingASHA`) take them from here."""
+    count = int(math.log(max_t / grace_period) / math.log(eta) + 1)
+    return [grace_period * eta ** k for k in range(count)]
+
+
 def _asha_bracket(s: SchedulerSpec, num_trials: int) -> Bracket:
     eta = s.reduction_factor
-    # Ray's milestone count, including one at max_t, which changes nothing: a trial ends there anyway.
-    count = int(math.log(s.max_t / s.grace_period) / math.log(eta) + 1)
-    milestones = sorted(m for m in {math.ceil(s.grace_period * eta ** k - 1e-9) for k in range(count)} if m < s.max_t)
+    times = asha_milestones(s.grace_period, s.max_t, eta)
+    milestones = sorted(m for m in {math.ceil(t - 1e-9) for t in times} if m < s.max_t)
     rungs = [Rung(m, _survivors(num_trials, eta, k)) for k, m in enumerate(milestones)]
     rungs.append(Rung(s.max_t, _survivors(num_trials, eta, len(milestones))))
     return Bracket(tuple(rungs))
