@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in one run of a few minutes: what the machine is, the tests marked
 # `gpu`, whether two NCCL ranks fit on one GPU, and the GPU benchmarks (gpu_amp, gpu_warm_gangs; --quick:
-# the small gpu_warm_gangs, about 2 minutes instead of 5).
+# the small gpu_warm_gangs, about 3 minutes instead of 6).
 # Each step's output goes to OUT_DIR (logs and the benchmarks' result files), each step under a time
 # limit so one that hangs leaves the others their time.
 #
@@ -47,6 +47,6 @@ if __name__ == "__main__":
 PY
 step two_nccl_ranks_on_one_gpu 60 python3 "$probe"
 step gpu_amp 180 python3 bench/run.py gpu_amp
-step gpu_warm_gangs 420 python3 bench/run.py gpu_warm_gangs $quick
+step gpu_warm_gangs "$([ -n "$quick" ] && echo 240 || echo 480)" python3 bench/run.py gpu_warm_gangs $quick
 cp bench/results/gpu_amp.json "bench/results${quick:+/quick}/gpu_warm_gangs.json" "$out/"
 exit 0

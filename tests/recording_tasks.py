@@ -123,6 +123,13 @@ class OutOfMemoryDigits(Digits):
         return model
 
 
+class OutOfMemoryModel(Digits):
+    """Runs out of memory for real while building its model, before the first batch."""
+
+    def model(self, config):
+        torch.empty(2**50, dtype=torch.uint8)  # 1 PiB: the allocator fails
+
+
 def resolved(task) -> ResolvedTask:
     return ResolvedTask(type(task).__name__, task=task)
 

@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader, Subset, TensorDataset
 
 from ddp_harness import run_ranks
 from recording_tasks import (
-    ODD_VALIDATION_SIZE, IndexedTask, OutOfMemoryDigits, OverflowingDigits, RecordingDigits, resolved,
+    ODD_VALIDATION_SIZE, IndexedTask, OutOfMemoryDigits, OutOfMemoryModel, OverflowingDigits, RecordingDigits,
+    resolved,
 )
 from tune_service import load_model
 from tune_service.tasks.digits import Digits
@@ -282,10 +283,41 @@ def test_14_out_of_memory_ends_as_a_clear_error_naming_the_batch_and_memory():
     assert caught.value.__context__ is None and caught.value.micro_batch == 32  # no allocator traceback chained
 
 
+def test_14_out_of_memory_before_the_first_batch_says_so():
+    with pytest.raises(TrialOutOfMemory) as caught:
+        fit(digits_config(OutOfMemoryModel(), batch_size=32), LocalContext())
+    assert str(caught.value).startswith("out of memory while setting up the trial: per-rank batch 32 (x1 accumulation")
+
+
 def test_14_half_the_micro_batch_with_twice_the_accumulation_fits():
     context = LocalContext()
     fit(digits_config(OutOfMemoryDigits(), batch_size=32, settings=TrainingSettings(grad_accum_steps=2)), context)
     assert (context.reports[0]["batch_per_rank"], context.reports[0]["global_batch"]) == (16, 32)
+
+
+@pytest.mark.gpu
+def test_14_a_real_cuda_out_of_memory_is_that_error_and_leaves_the_device_free():
+    """The CUDA allocator's own OOM, not a raised one: the trial run once, then again with the process's
+    share of the GPU capped at half the memory it took, then uncapped again, on the same device."""
+    cuda = torch.device("cuda", 0)
+    config = digits_config(model="cnn", hidden=256, batch_size=512)
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved(cuda)
+    torch.cuda.reset_peak_memory_stats(cuda)
+    fit(config, LocalContext(device=cuda))
+    half = torch.cuda.max_memory_reserved(cuda) / 2 / torch.cuda.get_device_properties(cuda).total_memory
+    torch.cuda.set_per_process_memory_fraction(half, cuda)
+    try:
+        with pytest.raises(TrialOutOfMemory) as caught:
+            fit(config, LocalContext(device=cuda))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, cuda)
+    assert str(caught.value).startswith("out of memory at epoch 1: per-rank batch 512 (x1 accumulation, 1 ranks) "
+                                        "on cuda:0 with ")
+    assert torch.cuda.memory_allocated(cuda) == 0 and torch.cuda.memory_reserved(cuda) == before
+    context = LocalContext(device=cuda)
+    fit(config, context)
+    assert len(context.reports) == 1 and context.reports[0]["precision"] in ("bf16", "fp16")
 
 
 # 15 -----------------------------------------------------------------------------------------------
