@@ -7,7 +7,9 @@ what the ranks did: their reports, their process ids, what they kept between tri
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from tune_service.execution.gang import Gang, GangBroken, GangSettings
@@ -121,6 +123,26 @@ def test_a_rank_that_dies_fails_its_trial_and_retires_the_gang(gang):
         while time.monotonic() < deadline:
             ray.get(gang.ranks[0].pid.remote(), timeout=30)
             time.sleep(0.2)
+
+
+def test_a_rank_that_starts_removes_the_checkpoints_of_ranks_that_died_on_its_node(ray_cluster):
+    """A rank killed with a checkpoint in hand cannot remove it; the next rank to start does."""
+    import ray
+
+    gang = Gang.build(GangSettings(ResourceSpec(workers=1)))
+    dead = Path(ray.get(gang.ranks[0].scratch_path.remote()))
+    (dead / "epoch_0001_x").mkdir()
+    (dead / "epoch_0001_x" / "state.pt").write_bytes(b"a checkpoint in hand")
+    gang.shutdown("the test kills it")
+    pid, deadline = int(dead.name.split("_")[3]), time.monotonic() + 30
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:  # ray.kill returns before the process ends
+        time.sleep(0.1)
+    new = Gang.build(GangSettings(ResourceSpec(workers=1)))
+    try:
+        assert not dead.exists()
+        assert Path(ray.get(new.ranks[0].scratch_path.remote())).is_dir()
+    finally:
+        new.shutdown("the test is over")
 
 
 def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):

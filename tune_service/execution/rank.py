@@ -41,6 +41,12 @@ from tune_service.training.data_cache import DataCache
 from tune_service.training.oom import release_memory
 
 
+#: A rank writes the checkpoints it hands to its trial under a directory of its own, named with its process
+#: id: a rank killed with a checkpoint in hand (its gang ended by a failure, a stall or a lost driver)
+#: cannot remove it, and the next rank to start on that node removes the directories of dead ranks.
+SCRATCH_PREFIX = "tune_service_rank_"
+
+
 class TrialStopped(Exception):
     """Raised on every rank at a report when the trial's scheduler stopped (or paused) the trial."""
 
@@ -80,7 +86,7 @@ class GangContext:
         return None if self._checkpoint is None else load_state(self._checkpoint, map_location=self.device)
 
     def checkpoint_dir(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"tune_service_{name}_"))
+        return Path(tempfile.mkdtemp(prefix=f"{name}_", dir=self._worker.scratch))
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
         """Rank 0 hands the report to the trial and waits for its word; every rank then learns it from
@@ -131,6 +137,7 @@ class RankWorker:
             torch.zeros(1, device=self.device)  # the CUDA context, up before the first trial
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
         self.data_cache = DataCache()
+        self.scratch = scratch_directory()
         # Rank 0's exchanges with the trial, each item tagged with its trial's token: the calls of one
         # trial may run in any order (this is a threaded actor), and a stopped trial leaves items behind.
         self.outbox: queue.Queue = queue.Queue()
@@ -214,6 +221,10 @@ class RankWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def scratch_path(self) -> str:
+        """Where this rank writes its checkpoints before its trial takes them; for tests."""
+        return str(self.scratch)
+
     def environment_has(self, name: str) -> bool:
         """Whether the variable is set in this rank's environment now; for tests."""
         return name in os.environ
@@ -221,6 +232,26 @@ class RankWorker:
     def flag_differences(self) -> dict[str, tuple[Any, Any]]:
         """Torch flags that differ from this rank's baseline now (empty between trials); for tests."""
         return self.state.differences()
+
+
+def scratch_directory() -> Path:
+    """A new directory for this rank process's checkpoints, in the node's temporary directory, after
+    removing those of rank processes that are no longer alive there."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid = stale.name[len(SCRATCH_PREFIX):].split("_")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}_"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal sent: only whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _freeze_survivors() -> None:
