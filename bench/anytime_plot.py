@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 #: Line style per family of contenders: ours solid, the peers' dashed and dotted.
-_STYLES = {"ours": "-", "optuna": "--", "syne tune": ":"}
+_STYLES = {"ours": "-", "optuna": "--", "syne tune": ":", "dehb": "-."}
 
 
 def plot(table: dict[str, dict[str, Any]], spent: list[int], path: Path) -> Path:
@@ -24,7 +24,8 @@ def plot(table: dict[str, dict[str, Any]], spent: list[int], path: Path) -> Path
     columns = 2 if len(keys) > 1 else 1
     rows = -(-len(keys) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 3.6 * rows), squeeze=False)
-    colours = plt.get_cmap("tab10")
+    contenders = len(next(iter(table.values()), {}))
+    colours = plt.get_cmap("tab10" if contenders <= 10 else "tab20")  # a colour each
     for axis, key in zip(axes.flat, keys):
         by_contender = table[key]
 
@@ -36,10 +37,10 @@ def plot(table: dict[str, dict[str, Any]], spent: list[int], path: Path) -> Path
         for index, (name, row) in enumerate(by_contender.items()):
             q1, median, q3 = zip(*row["curve_quartiles"])
             family = name.split(":")[0]
-            axis.plot(spent, median, _STYLES.get(family, "-"), color=colours(index % 10), linewidth=1.4,
+            axis.plot(spent, median, _STYLES.get(family, "-"), color=colours(index % colours.N), linewidth=1.4,
                       label=name)
             if name in banded:
-                axis.fill_between(spent, q1, q3, color=colours(index % 10), alpha=0.15, linewidth=0)
+                axis.fill_between(spent, q1, q3, color=colours(index % colours.N), alpha=0.15, linewidth=0)
         axis.set_yscale("log")
         axis.set_title(key)
         axis.set_xlabel("trial-epochs spent")

@@ -13,6 +13,11 @@
   through the calls its own tuner makes (``suggest``, ``on_trial_add``, ``on_trial_result``,
   ``on_trial_complete``). Its ASHA with CQR needs huggingface_hub, and with BORE takes 7 s a run here
   (three times any other): not in the set.
+- DEHB (Awad, Mallik and Hutter, "DEHB: Evolutionary Hyperband for Scalable, Robust and Efficient
+  Hyperparameter Optimization", IJCAI 2021), through its ask-and-tell interface: each job is a
+  configuration trained for the fidelity (1, 3, 9 or 27 epochs) DEHB's brackets give it, from scratch,
+  and told when that many epochs are done. Where the ``dehb`` package is not installed (its release pins
+  numpy < 2; see docs/benchmarks.md for how it is installed beside numpy 2) it is left out, and said so.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ OPTUNA = {
 }
 #: Syne Tune's: name -> its scheduler class in syne_tune.optimizer.baselines.
 SYNE_TUNE = {"syne tune: ASHA": "ASHA", "syne tune: BOHB": "BOHB"}
-#: The reduction factor every early-stopping contender uses (ASHA's, Optuna's pruners').
+#: DEHB, where installed: name -> nothing to choose (its own brackets and evolution).
+DEHB_CONTENDERS = {"dehb: DEHB": None}
+#: The reduction factor every early-stopping contender uses (ASHA's, Optuna's pruners', DEHB's).
 ETA = 3
 
 
@@ -180,8 +187,54 @@ class SyneTuneContender:
             self.scheduler.on_trial_complete(self.trials[trial_id], {"value": value, "epoch": epoch})
 
 
+class DEHBContender:
+    """DEHB through ask and tell: a job runs its configuration for the job's fidelity, then is told."""
+
+    #: Where DEHB writes its log (it must have a directory): one for the whole process, removed at exit.
+    _output = None
+
+    def __init__(self, problem: Problem, seed: int, max_t: int):
+        import tempfile
+
+        import ConfigSpace
+        from dehb import DEHB
+
+        if DEHBContender._output is None:
+            DEHBContender._output = tempfile.TemporaryDirectory(prefix="bench_dehb_")
+        space = ConfigSpace.ConfigurationSpace(seed=seed)
+        space.add([ConfigSpace.UniformFloatHyperparameter(name, low, high)
+                   for name, (low, high) in problem.bounds.items()])
+        # save_freq None: no state written as the incumbent changes (only at the end of DEHB's own run loop,
+        # which ask and tell never call).
+        self.dehb = DEHB(cs=space, dimensions=len(problem.bounds), min_fidelity=1, max_fidelity=max_t, eta=ETA,
+                         n_workers=1, seed=seed, save_freq=None, log_level="ERROR",
+                         output_path=DEHBContender._output.name)
+        self.jobs: dict[int, dict[str, Any]] = {}
+        self.asked = 0
+
+    def start(self) -> tuple[int, dict[str, float]]:
+        job = self.dehb.ask()
+        self.asked += 1
+        self.jobs[self.asked] = job
+        return self.asked, dict(job["config"])
+
+    def report(self, trial_id: int, epoch: int, value: float) -> bool:
+        return epoch < round(float(self.jobs[trial_id]["fidelity"]))
+
+    def end(self, trial_id: int, epoch: int, value: float, completed: bool) -> None:
+        self.dehb.tell(self.jobs.pop(trial_id), {"fitness": value, "cost": epoch})
+
+
+def dehb_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("dehb") is not None
+
+
 def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int):
-    """The contender called ``name`` (a key of OURS, OPTUNA or SYNE_TUNE), new, for one run."""
+    """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE or DEHB_CONTENDERS), new, for one run."""
+    if name in DEHB_CONTENDERS:
+        return DEHBContender(problem, seed, max_t)
     if name in OURS:
         method, early = OURS[name]
         return TuneContender(problem, method, early, seed, max_t, budget_trials)

@@ -1,11 +1,12 @@
 """Search quality against the peers: our methods, Optuna's and Syne Tune's side by side on the same
-problems, budgets and concurrency, in one process (issue 26's first part: DEHB is not in it yet).
+problems, budgets and concurrency, in one process.
 
 Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
 :mod:`bench.functions` (each with its known optimum; the fidelity is the epoch). Contenders
 (:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO: the very Tune searcher
 and scheduler objects a sweep builds), Optuna's (TPE with its successive-halving and Hyperband pruners
-and without, and its GP sampler) and Syne Tune's (ASHA, BOHB). Every run is a simulated sweep
+and without, and its GP sampler), Syne Tune's (ASHA, BOHB) and DEHB (where installed: the result says
+whether it ran). Every run is a simulated sweep
 (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
 a trial at most; every early-stopping contender halves by 3 from one epoch.
 
@@ -43,11 +44,12 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from bench.contenders import OPTUNA, OURS, SYNE_TUNE, contender
+    from bench.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, contender, dehb_installed
     from bench.functions import FUNCTIONS
     from bench.search_simulation import Problem, simulate
 
     size = SIZES[quick]
+    peers = [*OPTUNA, *SYNE_TUNE, *(DEHB_CONTENDERS if dehb_installed() else ())]
     budget = size["budget_trials"] * size["max_t"]
     spent = [round(budget * (i + 1) / CURVE_POINTS) for i in range(CURVE_POINTS)]
     curves: dict[str, dict[str, list[list[float]]]] = {}
@@ -57,7 +59,7 @@ def run(quick: bool) -> dict[str, Any]:
         problem = Problem(name, f, bounds, minimum)
         for workers in size["workers"]:
             key = f"{name}, {workers} workers"
-            runs[key] = {c: [] for c in [*OURS, *OPTUNA, *SYNE_TUNE]}
+            runs[key] = {c: [] for c in [*OURS, *peers]}
             curves[key] = {c: [] for c in runs[key]}
             for seed in size["seeds"]:
                 for name_of in runs[key]:
@@ -78,13 +80,17 @@ def run(quick: bool) -> dict[str, Any]:
                           "curve_quartiles": [_quartiles(list(at)) for at in zip(*curves[key][c])]}
                       for c, rs in by_contender.items()}
         ours = min(OURS, key=lambda c: table[key][c]["area_quartiles"][1])
-        peer = min([*OPTUNA, *SYNE_TUNE], key=lambda c: table[key][c]["area_quartiles"][1])
+        peer = min(peers, key=lambda c: table[key][c]["area_quartiles"][1])
         ours_area, peer_area = table[key][ours]["area_quartiles"][1], table[key][peer]["area_quartiles"][1]
         note = f"ours: {ours}; median over {len(size['seeds'])} seeds, budget {budget} trial-epochs"
         # Judged on the unrounded medians (the target shown is rounded): a tie is met.
         figures.append(figure(f"{key}: regret area, best of ours vs best peer", peer, peer_area, ours_area,
                               f"<= {peer_area:.4g}", met=ours_area <= peer_area, note=note))
     versions = {p: metadata.version(p) for p in ("ray", "hyperopt", "optuna", "syne-tune", "matplotlib")}
+    if dehb_installed():
+        versions.update({p: metadata.version(p) for p in ("dehb", "ConfigSpace", "numpy")})
+    else:
+        versions["dehb"] = "not installed: left out"
     from bench.anytime_plot import plot
 
     plotted = plot(table, spent, (QUICK_RESULTS_DIR if quick else RESULTS_DIR) / PLOT_FILE)
