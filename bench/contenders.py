@@ -3,9 +3,10 @@
 
 - Ours: the Tune searcher and scheduler objects a sweep builds from its spec
   (``tune_service.search.registry``), driven through Tune's own searcher and scheduler calls
-  (``suggest``, ``on_trial_add``, ``on_trial_result``, ``on_trial_complete``), with the trial count a
-  sweep of that budget would be given (``bench.known_optimum.sweep_spec``: as many trials as the scheduler's
-  expected schedule fits in the budget).
+  (``suggest``, ``on_trial_add``, ``choose_trial_to_run``, ``on_trial_result``, ``on_trial_complete``,
+  and for HyperBand's pauses the controller calls its brackets make), with the trial count a sweep of that
+  budget would be given (``bench.known_optimum.sweep_spec``: as many trials as the scheduler's expected
+  schedule fits in the budget) and the sweep's concurrency cap.
 - Optuna: a study with a sampler (TPE, GP) and a pruner (successive halving, Hyperband, none), through
   its ask-and-tell interface; every trial epoch is ``trial.report(value, epoch)`` and
   ``trial.should_prune()``.
@@ -26,11 +27,12 @@ import logging
 import warnings
 from typing import Any
 
-from bench.search_simulation import Problem
+from bench.search_simulation import PAUSE, Problem
 
 #: Ours: name -> (method, early stopping); as bench.known_optimum names them.
 OURS = {
     "ours: TPE + ASHA": ("hyperopt", True), "ours: TPE + FIFO": ("hyperopt", False),
+    "ours: BOHB + HyperBand": ("bohb", True),
     "ours: Optuna TPE + ASHA": ("optuna", True),
     "ours: random + ASHA": ("random", True), "ours: random + FIFO": ("random", False),
 }
@@ -48,63 +50,126 @@ ETA = 3
 
 
 class _Trial:
-    """What Tune's schedulers read of a trial: its id."""
+    """What Tune's schedulers read of a trial: its id, its status (HyperBand's brackets pause, resume and
+    stop trials by it), whether it is saving (never, here) and its last result."""
 
-    def __init__(self, trial_id: str):
+    def __init__(self, trial_id: str, status: str):
         self.trial_id = trial_id
+        self.status = status
+        self.is_saving = False
+        self.last_result: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return self.trial_id
 
 
 class TuneContender:
-    """One of our methods: the searcher and scheduler a sweep of this budget builds, as Tune drives them."""
+    """One of our methods: the searcher and scheduler a sweep of this budget builds, driven as Tune's
+    controller drives them: a new trial is created pending from the searcher when none is pending, the
+    scheduler picks the trial to run (``choose_trial_to_run``), which runs until the scheduler stops or
+    pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets: ``bohb``
+    with early stopping)."""
 
-    def __init__(self, problem: Problem, method: str, early: bool, seed: int, max_t: int, budget_trials: int):
+    def __init__(self, problem: Problem, method: str, early: bool, seed: int, max_t: int, budget_trials: int,
+                 workers: int):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.known_optimum import sweep_spec
         from tune_service.search import registry
 
-        spec = sweep_spec(problem.name, method, early, seed, {"max_t": max_t, "budget": budget_trials})
+        spec = sweep_spec(problem.name, method, early, seed, {"max_t": max_t, "budget": budget_trials}, problem.bounds)
         self.searcher, self.trials_left = registry.build_searcher(spec)
         self.scheduler = registry.build_scheduler(spec)
         self.searcher.set_search_properties("value", "min", {})
+        self.searcher.set_max_concurrency(workers)  # as the sweep's max_concurrent_trials
         self.scheduler.set_search_properties("value", "min")
         self.time_attr = spec.scheduler.time_attr
-        self.go_on = TrialScheduler.CONTINUE
+        self.decisions = {TrialScheduler.CONTINUE: True, TrialScheduler.STOP: False, TrialScheduler.PAUSE: PAUSE}
         self.started = 0
-        self.trials: dict[str, _Trial] = {}  # the running ones
+        self.trials: dict[str, _Trial] = {}  # every trial, by id
+        self.configs: dict[str, dict[str, float]] = {}
+        self.controller = _Controller(self)
 
     def start(self) -> tuple[str, dict[str, float]] | None:
+        from ray.tune.experiment import Trial
+
+        # Tune's step: the searcher's queue topped up first (Tune holds one pending trial from a searcher,
+        # TUNE_MAX_PENDING_TRIALS_PG's "auto"), then the scheduler picks the trial to run.
+        if not any(trial.status == Trial.PENDING for trial in self.trials.values()):
+            self._add_pending()
+        trial = self.scheduler.choose_trial_to_run(self.controller)
+        if trial is None:
+            return None
+        trial.status = Trial.RUNNING
+        return trial.trial_id, self.configs[trial.trial_id]
+
+    def _add_pending(self) -> bool:
+        """A new pending trial from the searcher, as Tune adds one; False when there is none."""
+        from ray.tune.experiment import Trial
+
         if self.trials_left <= 0:
-            return None  # Tune's num_samples: the sweep's trial count
-        trial = _Trial(f"t{self.started:05d}")
+            return False  # Tune's num_samples: the sweep's trial count
+        trial = _Trial(f"t{self.started:05d}", Trial.PENDING)
         config = self.searcher.suggest(trial.trial_id)
         if not isinstance(config, dict):
-            return None  # FINISHED, or nothing now
+            return False  # FINISHED, or nothing now (the concurrency cap)
         self.trials_left -= 1
         self.started += 1
-        self.trials[trial.trial_id] = trial
-        self.scheduler.on_trial_add(None, trial)
-        return trial.trial_id, config
+        self.trials[trial.trial_id], self.configs[trial.trial_id] = trial, config
+        self.scheduler.on_trial_add(self.controller, trial)
+        return True
 
     def _result(self, epoch: int, value: float) -> dict[str, Any]:
         return {"value": value, "epoch": epoch, "training_iteration": epoch, self.time_attr: epoch}
 
-    def report(self, trial_id: str, epoch: int, value: float) -> bool:
+    def report(self, trial_id: str, epoch: int, value: float) -> bool | str:
+        from ray.tune.experiment import Trial
+
         # In Tune's order: the scheduler decides; the searcher sees the result unless the trial stops.
-        result = self._result(epoch, value)
-        go_on = self.scheduler.on_trial_result(None, self.trials[trial_id], result) == self.go_on
-        if go_on:
+        trial = self.trials[trial_id]
+        trial.last_result = result = self._result(epoch, value)
+        decision = self.decisions[self.scheduler.on_trial_result(self.controller, trial, result)]
+        if decision is not False:
             self.searcher.on_trial_result(trial_id, result)
-        return go_on
+        if decision == PAUSE:
+            trial.status = Trial.PAUSED
+        return decision
 
     def end(self, trial_id: str, epoch: int, value: float, completed: bool) -> None:
+        from ray.tune.experiment import Trial
+
         # A running trial that ends, stopped or complete: both hear of it with its last result, as in Tune.
-        result = self._result(epoch, value)
-        self.scheduler.on_trial_complete(None, self.trials.pop(trial_id), result)
+        trial, result = self.trials[trial_id], self._result(epoch, value)
+        self.scheduler.on_trial_complete(self.controller, trial, result)
         self.searcher.on_trial_complete(trial_id, result)
+        trial.status = Trial.TERMINATED
+
+
+class _Controller:
+    """What Tune's schedulers call on Tune's controller: its trials, stopping a paused or pending trial
+    (as ``TuneController.stop_trial`` does), the searcher (HyperBand-for-BOHB tells it of pauses), and
+    marking a trial's status to be saved (nothing is saved here)."""
+
+    def __init__(self, contender: TuneContender):
+        self._contender = contender
+        self.search_alg = contender  # what HyperBand-for-BOHB reads: ``search_alg.searcher``
+
+    def get_trials(self) -> list[_Trial]:
+        return list(self._contender.trials.values())
+
+    def stop_trial(self, trial: _Trial) -> None:
+        from ray.tune.experiment import Trial
+
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            return
+        if trial.status == Trial.RUNNING:  # a scheduler stops a running trial by its answer, not this way
+            raise AssertionError(f"the scheduler stopped running trial {trial.trial_id} through the controller")
+        self._contender.scheduler.on_trial_remove(self, trial)
+        self._contender.searcher.on_trial_complete(trial.trial_id)
+        trial.status = Trial.TERMINATED
+
+    def _mark_trial_to_checkpoint(self, trial: _Trial) -> None:
+        pass
 
 
 class OptunaContender:
@@ -231,13 +296,13 @@ def dehb_installed() -> bool:
     return importlib.util.find_spec("dehb") is not None
 
 
-def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int):
+def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int, workers: int):
     """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE or DEHB_CONTENDERS), new, for one run."""
     if name in DEHB_CONTENDERS:
         return DEHBContender(problem, seed, max_t)
     if name in OURS:
         method, early = OURS[name]
-        return TuneContender(problem, method, early, seed, max_t, budget_trials)
+        return TuneContender(problem, method, early, seed, max_t, budget_trials, workers)
     if name in SYNE_TUNE:
         return SyneTuneContender(problem, SYNE_TUNE[name], seed, max_t)
     sampler, pruner = OPTUNA[name]

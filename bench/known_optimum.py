@@ -47,14 +47,16 @@ ANCHOR = "random + FIFO"
 KNOWN = ("branin", "hartmann6")
 
 
-def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any]):
+def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any],
+               bounds: dict[str, tuple[float, float]] | None = None):
     """The spec of a sweep of ``function`` with ``method``, with as many trials as ``size``'s budget fits
-    (a sweep without early stopping: the budget in full trials)."""
+    (a sweep without early stopping: the budget in full trials); its parameters ``bounds``, by default
+    those of ``bench.functions.FUNCTIONS[function]``."""
     from bench.functions import FUNCTIONS
     from tune_service.search.schedule import expected_schedule
     from tune_service.spec import load_spec
 
-    _, bounds, _ = FUNCTIONS[function]
+    bounds = bounds if bounds is not None else FUNCTIONS[function][1]
     scheduler = {"type": ("hyperband" if method == "bohb" else "asha") if early else "fifo",
                  "max_t": size["max_t"], "reduction_factor": 3}
     if scheduler["type"] == "asha":

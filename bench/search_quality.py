@@ -2,9 +2,10 @@
 problems, budgets and concurrency, in one process.
 
 Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
-:mod:`bench.functions` (each with its known optimum; the fidelity is the epoch). Contenders
-(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO: the very Tune searcher
-and scheduler objects a sweep builds), Optuna's (TPE with its successive-halving and Hyperband pruners
+:mod:`bench.functions` (each with its known optimum; the fidelity is the epoch) and the digits learning
+curves of :mod:`bench.digits_curves` (a table of real training runs; not in ``--quick``). Contenders
+(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO, Optuna's TPE with ASHA,
+BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds), Optuna's (TPE with its successive-halving and Hyperband pruners
 and without, and its GP sampler), Syne Tune's (ASHA, BOHB) and DEHB (where installed: the result says
 whether it ran). Every run is a simulated sweep
 (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
@@ -29,7 +30,7 @@ from typing import Any
 from bench.common import QUICK_RESULTS_DIR, RESULTS_DIR, figure
 
 NAME = "search_quality"
-SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6", "hartmann3", "currin"],
+SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6", "hartmann3", "currin", "digits"],
                  "workers": [2, 8], "max_t": 27, "budget_trials": 20},
          True: {"seeds": [0, 1, 2], "problems": ["branin", "hartmann6"], "workers": [2], "max_t": 27,
                 "budget_trials": 20}}
@@ -45,6 +46,7 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
 
 def run(quick: bool) -> dict[str, Any]:
     from bench.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, contender, dehb_installed
+    from bench import digits_curves
     from bench.functions import FUNCTIONS
     from bench.search_simulation import Problem, simulate
 
@@ -55,8 +57,7 @@ def run(quick: bool) -> dict[str, Any]:
     curves: dict[str, dict[str, list[list[float]]]] = {}
     runs: dict[str, dict[str, dict[str, list[dict[str, float]]]]] = {}
     for name in size["problems"]:
-        f, bounds, minimum = FUNCTIONS[name]
-        problem = Problem(name, f, bounds, minimum)
+        problem = digits_curves.problem(size["max_t"]) if name == "digits" else Problem(name, *FUNCTIONS[name])
         for workers in size["workers"]:
             key = f"{name}, {workers} workers"
             runs[key] = {c: [] for c in [*OURS, *peers]}
@@ -64,7 +65,8 @@ def run(quick: bool) -> dict[str, Any]:
             for seed in size["seeds"]:
                 for name_of in runs[key]:
                     started = time.perf_counter()
-                    curve = simulate(problem, contender(name_of, problem, seed, size["max_t"], size["budget_trials"]),
+                    curve = simulate(problem, contender(name_of, problem, seed, size["max_t"], size["budget_trials"],
+                                                         workers),
                                      workers=workers, budget=budget, max_t=size["max_t"])
                     runs[key][name_of].append({"area": curve.area(budget), "final": curve.at(budget),
                                                "trials": curve.trials,

@@ -8,8 +8,9 @@ stopped at which rung) are the searchers' and schedulers' own, here as there: ou
 very Tune searcher and scheduler objects a sweep builds (``tune_service.search.registry``).
 
 The clock: every tick, each running trial trains one epoch and reports ``f(x, epoch / max_t)``; its
-contender says go on or stop; a trial that reaches ``max_t`` completes. Free workers take new trials
-before the next tick. The run ends when ``budget`` trial-epochs are spent, or when the contender has
+contender says go on, stop, or pause (synchronous HyperBand pauses a trial at a rung until its bracket
+is halved); a trial that reaches ``max_t`` completes. Free workers take new trials, or resume paused
+ones where they stopped, before the next tick. The run ends when ``budget`` trial-epochs are spent, or when the contender has
 nothing more to start and nothing runs. After every epoch the incumbent is the best configuration at
 the highest fidelity reached so far (as HpBandSter picks it), and its simple regret is
 ``f(incumbent, 1) - f*``: the anytime curve.
@@ -21,14 +22,21 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 
+#: What :meth:`Contender.report` returns for a trial that waits, paused, until :meth:`Contender.start`
+#: returns its id again (it then goes on from the epoch it reached).
+PAUSE = "pause"
+
+
 class Contender(Protocol):
     """A searcher and a scheduler, as the simulated sweep drives them."""
 
     def start(self) -> tuple[Any, dict[str, float]] | None:
-        """A new trial (its id and configuration), or None when there is none to start now."""
+        """A trial to run (its id and configuration: a new one, or a paused one to resume), or None when
+        there is none to start now."""
 
-    def report(self, trial_id: Any, epoch: int, value: float) -> bool:
-        """The trial's value after ``epoch`` epochs; whether it goes on."""
+    def report(self, trial_id: Any, epoch: int, value: float) -> bool | str:
+        """The trial's value after ``epoch`` epochs; whether it goes on (True), stops (False) or pauses
+        (:data:`PAUSE`)."""
 
     def end(self, trial_id: Any, epoch: int, value: float, completed: bool) -> None:
         """The trial ended after ``epoch`` epochs: it completed (``max_t``), or its contender stopped it."""
@@ -63,6 +71,7 @@ class Curve:
 def simulate(problem: Problem, contender: Contender, *, workers: int, budget: int, max_t: int) -> Curve:
     """Run the contender on the problem until ``budget`` trial-epochs are spent; its anytime curve."""
     running: dict[Any, tuple[dict[str, float], int]] = {}
+    paused: dict[Any, tuple[dict[str, float], int]] = {}
     top_epoch, incumbent, incumbent_value = 0, None, float("inf")
     regret: list[float] = []
     trials = 0
@@ -73,8 +82,11 @@ def simulate(problem: Problem, contender: Contender, *, workers: int, budget: in
                 break
             if started[0] in running:
                 raise ValueError(f"the contender started trial {started[0]!r} twice")
-            running[started[0]] = (started[1], 0)
-            trials += 1
+            if started[0] in paused:
+                running[started[0]] = paused.pop(started[0])
+            else:
+                running[started[0]] = (started[1], 0)
+                trials += 1
         if not running:
             break  # the contender has nothing more to run
         for trial_id in list(running):
@@ -86,7 +98,11 @@ def simulate(problem: Problem, contender: Contender, *, workers: int, budget: in
             if epoch > top_epoch or (epoch == top_epoch and value < incumbent_value):
                 top_epoch, incumbent, incumbent_value = epoch, config, value
             regret.append(problem.f(incumbent, 1.0) - problem.minimum)
-            if contender.report(trial_id, epoch, value) and epoch < max_t:
+            decision = contender.report(trial_id, epoch, value)
+            if decision == PAUSE and epoch < max_t:
+                del running[trial_id]
+                paused[trial_id] = (config, epoch)
+            elif decision and epoch < max_t:
                 running[trial_id] = (config, epoch)
             else:
                 del running[trial_id]

@@ -103,51 +103,74 @@ def _digits_tensors():
     return _DIGITS["train"], _DIGITS["validation"]
 
 
+class DigitsRun:
+    """The digits MLP (the built-in task's model and optimizers) trained in this one process, one thread,
+    epoch by epoch: :meth:`train_epoch` trains the next epoch and returns ``epoch``, ``val_accuracy`` and
+    ``val_loss`` (a non-finite loss as ``nan``). Each epoch's order of the training images depends only on
+    ``seed`` and the epoch, so a run resumed from :meth:`state` goes on as it would have."""
+
+    def __init__(self, config: dict[str, Any], seed: int, state: dict[str, Any] | None = None):
+        import torch
+
+        from tune_service.tasks.digits import Digits
+        from tune_service.training.optim import make_optimizer
+
+        torch.set_num_threads(1)
+        self.hparams = {**Digits.defaults, **config}
+        self.seed = seed
+        torch.manual_seed(seed)
+        self.model = Digits().model(self.hparams)
+        self.optimizer = make_optimizer(self.model.parameters(), self.hparams, float(self.hparams["lr"]))
+        self.epoch = 0
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.epoch = int(state["epoch"])
+
+    def train_epoch(self) -> dict[str, float]:
+        import torch
+        from torch.nn.functional import cross_entropy
+
+        (x_train, y_train), (x_val, y_val) = _digits_tensors()
+        self.epoch += 1
+        batch = int(self.hparams["batch_size"])
+        self.model.train()
+        order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(self.seed * 1000 + self.epoch))
+        for index in range(0, len(order), batch):
+            rows = order[index:index + batch]
+            self.optimizer.zero_grad(set_to_none=True)
+            cross_entropy(self.model(x_train[rows]), y_train[rows]).backward()
+            self.optimizer.step()
+        self.model.eval()
+        with torch.no_grad():
+            outputs = self.model(x_val)
+            return {"epoch": self.epoch, "val_accuracy": float((outputs.argmax(1) == y_val).float().mean()),
+                    "val_loss": float(cross_entropy(outputs, y_val))}
+
+    def state(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch}
+
+
 def digits_trial(config: dict[str, Any], seed: int = 0, checkpointing: bool = False) -> None:
-    """Train the digits MLP (the built-in task's model and optimizers) in this one process, one epoch per
-    report: ``epoch``, ``val_accuracy``, ``val_loss``. With ``checkpointing`` every epoch carries a
-    checkpoint and the trial resumes from it (HyperBand pauses trials at its rungs)."""
+    """A Tune trial of :class:`DigitsRun`, one report per epoch: ``epoch``, ``val_accuracy``, ``val_loss``
+    (1e9 when not finite). With ``checkpointing`` every epoch carries a checkpoint and the trial resumes
+    from it (HyperBand pauses trials at its rungs)."""
     import torch
     from ray import tune
 
-    from tune_service.tasks.digits import Digits
-    from tune_service.training.optim import make_optimizer
-
-    torch.set_num_threads(1)
-    hparams = {**Digits.defaults, **config}
-    (x_train, y_train), (x_val, y_val) = _digits_tensors()
-    torch.manual_seed(seed)
-    model = Digits().model(hparams)
-    optimizer = make_optimizer(model, hparams, float(hparams["lr"]))
-    start = 0
+    state = None
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             state = torch.load(os.path.join(directory, "state.pt"), weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start = int(state["epoch"])
-    batch = int(hparams["batch_size"])
-    for epoch in range(start + 1, 10**6):
-        model.train()
-        order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(seed * 1000 + epoch))
-        for index in range(0, len(order), batch):
-            rows = order[index:index + batch]
-            optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(x_train[rows]), y_train[rows])
-            loss.backward()
-            optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            outputs = model(x_val)
-            metrics = {"epoch": epoch, "val_accuracy": float((outputs.argmax(1) == y_val).float().mean()),
-                       "val_loss": float(torch.nn.functional.cross_entropy(outputs, y_val))}
+    run = DigitsRun(config, seed, state)
+    while True:
+        metrics = run.train_epoch()
         if not math.isfinite(metrics["val_loss"]):
             metrics["val_loss"] = 1e9
         if checkpointing:
             with tempfile.TemporaryDirectory() as directory:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
-                           os.path.join(directory, "state.pt"))
+                torch.save(run.state(), os.path.join(directory, "state.pt"))
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
         else:
             tune.report(metrics)
