@@ -29,12 +29,15 @@ from typing import Any
 
 from bench.search_simulation import PAUSE, Problem
 
-#: Ours: name -> (method, early stopping); as bench.known_optimum names them.
+#: Ours: name -> (method, scheduler): each searcher with the schedulers a sweep offers it (BOHB: its
+#: HyperBand).
 OURS = {
-    "ours: TPE + ASHA": ("hyperopt", True), "ours: TPE + FIFO": ("hyperopt", False),
-    "ours: BOHB + HyperBand": ("bohb", True),
-    "ours: Optuna TPE + ASHA": ("optuna", True),
-    "ours: random + ASHA": ("random", True), "ours: random + FIFO": ("random", False),
+    "ours: TPE + ASHA": ("hyperopt", "asha"), "ours: TPE + HyperBand": ("hyperopt", "hyperband"),
+    "ours: TPE + FIFO": ("hyperopt", "fifo"),
+    "ours: BOHB + HyperBand": ("bohb", "hyperband"),
+    "ours: Optuna TPE + ASHA": ("optuna", "asha"),
+    "ours: random + ASHA": ("random", "asha"), "ours: random + HyperBand": ("random", "hyperband"),
+    "ours: random + FIFO": ("random", "fifo"),
 }
 #: Optuna's: name -> (sampler, pruner).
 OPTUNA = {
@@ -67,17 +70,17 @@ class TuneContender:
     """One of our methods: the searcher and scheduler a sweep of this budget builds, driven as Tune's
     controller drives them: a new trial is created pending from the searcher when none is pending, the
     scheduler picks the trial to run (``choose_trial_to_run``), which runs until the scheduler stops or
-    pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets: ``bohb``
-    with early stopping)."""
+    pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets)."""
 
-    def __init__(self, problem: Problem, method: str, early: bool, seed: int, max_t: int, budget_trials: int,
+    def __init__(self, problem: Problem, method: str, scheduler: str, seed: int, max_t: int, budget_trials: int,
                  workers: int):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.known_optimum import sweep_spec
         from tune_service.search import registry
 
-        spec = sweep_spec(problem.name, method, early, seed, {"max_t": max_t, "budget": budget_trials}, problem.bounds)
+        spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
+                          problem.bounds, scheduler)
         self.searcher, self.trials_left = registry.build_searcher(spec)
         self.scheduler = registry.build_scheduler(spec)
         self.searcher.set_search_properties("value", "min", {})
@@ -301,8 +304,8 @@ def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials:
     if name in DEHB_CONTENDERS:
         return DEHBContender(problem, seed, max_t)
     if name in OURS:
-        method, early = OURS[name]
-        return TuneContender(problem, method, early, seed, max_t, budget_trials, workers)
+        method, scheduler = OURS[name]
+        return TuneContender(problem, method, scheduler, seed, max_t, budget_trials, workers)
     if name in SYNE_TUNE:
         return SyneTuneContender(problem, SYNE_TUNE[name], seed, max_t)
     sampler, pruner = OPTUNA[name]

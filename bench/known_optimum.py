@@ -48,17 +48,18 @@ KNOWN = ("branin", "hartmann6")
 
 
 def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any],
-               bounds: dict[str, tuple[float, float]] | None = None):
+               bounds: dict[str, tuple[float, float]] | None = None, scheduler_type: str | None = None):
     """The spec of a sweep of ``function`` with ``method``, with as many trials as ``size``'s budget fits
     (a sweep without early stopping: the budget in full trials); its parameters ``bounds``, by default
-    those of ``bench.functions.FUNCTIONS[function]``."""
+    those of ``bench.functions.FUNCTIONS[function]``; early stopping by ``scheduler_type``, by default
+    HyperBand for BOHB and ASHA for the others."""
     from bench.functions import FUNCTIONS
     from tune_service.search.schedule import expected_schedule
     from tune_service.spec import load_spec
 
     bounds = bounds if bounds is not None else FUNCTIONS[function][1]
-    scheduler = {"type": ("hyperband" if method == "bohb" else "asha") if early else "fifo",
-                 "max_t": size["max_t"], "reduction_factor": 3}
+    early_type = scheduler_type or ("hyperband" if method == "bohb" else "asha")
+    scheduler = {"type": early_type if early else "fifo", "max_t": size["max_t"], "reduction_factor": 3}
     if scheduler["type"] == "asha":
         scheduler["grace_period"] = 1
     raw = {"name": function, "method": method, "seed": seed, "run_cap": size["budget"],

@@ -1,14 +1,14 @@
-"""Search quality against the peers: our methods, Optuna's and Syne Tune's side by side on the same
+"""Search quality against the peers: our methods, Optuna's, Syne Tune's and DEHB side by side on the same
 problems, budgets and concurrency, in one process.
 
 Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
 :mod:`bench.functions` (each with its known optimum; the fidelity is the epoch) and the digits learning
 curves of :mod:`bench.digits_curves` (a table of real training runs; not in ``--quick``). Contenders
-(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO, Optuna's TPE with ASHA,
-BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds), Optuna's (TPE with its successive-halving and Hyperband pruners
-and without, and its GP sampler), Syne Tune's (ASHA, BOHB) and DEHB (where installed: the result says
-whether it ran). Every run is a simulated sweep
-(:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
+(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO, Optuna's TPE with
+ASHA, BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds),
+Optuna's (TPE with its successive-halving and Hyperband pruners and without, and its GP sampler), Syne
+Tune's (ASHA, BOHB) and DEHB (where installed: the result says whether it ran). Every run is a simulated
+sweep (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
 a trial at most; every early-stopping contender halves by 3 from one epoch.
 
 The anytime plot (:mod:`bench.anytime_plot`, matplotlib of the ``peers`` extra) goes beside the result

@@ -105,8 +105,11 @@ def _bohb(spec: SweepSpec):
                                            f"installed): pip install 'tune-service[bohb]'")]) from None
     from ray.tune.search.bohb import TuneBOHB
 
+    from tune_service.search.searchers import OwnNumpyRandom
+
     space = spaces.config_space(spec.parameters, seed=spec.seed)
-    return TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed)
+    return OwnNumpyRandom(TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed),
+                          spec.seed)
 
 
 def _optuna(spec: SweepSpec):

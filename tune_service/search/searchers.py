@@ -8,11 +8,12 @@ Searcher's state is saved with the experiment, so a resumed sweep continues the 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import pickle
 import tempfile
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ray.tune.search import Searcher
 
@@ -204,26 +205,96 @@ class TrialConfigs(Searcher):
             self.target_reached_by = trial_id
 
     def save(self, checkpoint_path: str) -> None:
-        # Tune renames the one file it asked for, so the inner searcher's state travels inside ours. The
-        # inner file is written outside the experiment's directory: Tune copies that directory to storage
-        # as it goes, and a file that vanishes under the copy fails it with an error in the console.
-        with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
-            inner_path = os.path.join(scratch, "inner")
-            self.inner.save(inner_path)
-            with open(inner_path, "rb") as f:
-                inner_state = f.read()
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"inner": inner_state, "target_reached_by": self.target_reached_by, "running": self.running,
-                         "worst_completed": self.worst_completed}, f)
+            pickle.dump({"inner": saved_state(self.inner), "target_reached_by": self.target_reached_by,
+                         "running": self.running, "worst_completed": self.worst_completed}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
-            inner_path = os.path.join(scratch, "inner")
-            with open(inner_path, "wb") as f:
-                f.write(state["inner"])
-            self.inner.restore(inner_path)
+        restore_state(self.inner, state["inner"])
         self.target_reached_by = state["target_reached_by"]
         self.running = set(state.get("running", ()))  # resumed with the sweep, they count against the cap
         self.worst_completed = state.get("worst_completed")
+
+
+class OwnNumpyRandom(Searcher):
+    """Wraps a searcher that draws from numpy's global random state, which no seed of Tune's reaches
+    (hpbandster's BOHB samples from its model with ``np.random``): every call into it runs on a random
+    state of its own, seeded by the spec's ``seed`` and saved with the searcher, and the global state is
+    put back afterwards. A ``bohb`` sweep's suggestions then follow from its seed alone, whatever else in
+    the driver drew from numpy, and a resumed sweep draws on where it stopped."""
+
+    def __init__(self, inner: Searcher, seed: int | None):
+        import numpy as np
+
+        super().__init__(metric=inner.metric, mode=inner.mode)
+        self.inner = inner
+        self.numpy_state = np.random.RandomState(seed).get_state()
+
+    @contextlib.contextmanager
+    def _own_random_state(self) -> Iterator[None]:
+        import numpy as np
+
+        outside = np.random.get_state()
+        np.random.set_state(self.numpy_state)
+        try:
+            yield
+        finally:
+            self.numpy_state = np.random.get_state()
+            np.random.set_state(outside)
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        with self._own_random_state():
+            self.inner.set_search_properties(metric, mode, config, **spec)
+        return super().set_search_properties(metric, mode, config, **spec)
+
+    def suggest(self, trial_id: str):
+        with self._own_random_state():
+            return self.inner.suggest(trial_id)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        with self._own_random_state():
+            self.inner.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        with self._own_random_state():
+            self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+    def on_pause(self, trial_id: str) -> None:
+        with self._own_random_state():
+            self.inner.on_pause(trial_id)
+
+    def on_unpause(self, trial_id: str) -> None:
+        with self._own_random_state():
+            self.inner.on_unpause(trial_id)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump({"inner": saved_state(self.inner), "numpy_state": self.numpy_state}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        restore_state(self.inner, state["inner"])
+        self.numpy_state = state["numpy_state"]
+
+
+def saved_state(searcher: Searcher) -> bytes:
+    """What ``searcher.save`` writes, as bytes, for a wrapper to keep inside its own file (Tune renames the
+    one file it asked for). Written outside the experiment's directory: Tune copies that directory to
+    storage as it goes, and a file that vanishes under the copy fails it with an error in the console."""
+    with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
+        path = os.path.join(scratch, "inner")
+        searcher.save(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def restore_state(searcher: Searcher, state: bytes) -> None:
+    """``searcher.restore`` from the bytes :func:`saved_state` returned."""
+    with tempfile.TemporaryDirectory(prefix="tune-service-searcher-") as scratch:
+        path = os.path.join(scratch, "inner")
+        with open(path, "wb") as f:
+            f.write(state)
+        searcher.restore(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
@@ -85,6 +86,42 @@ def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(met
     restored.restore(str(tmp_path / "searcher.pkl"))
     ids = [f"t{i}" for i in range(5, 8)]
     assert run_trials(restored, ids) == run_trials(searcher, ids)
+
+
+def drive_bohb(searcher: Searcher, ids: list[str], disturb: bool = False) -> list[dict]:
+    """Suggest and complete each trial with a result at BOHB's budget 1, so its model is built and sampled
+    from; with ``disturb``, something else draws from numpy's global random state before each."""
+    configs = []
+    for index, trial_id in enumerate(ids):
+        if disturb:
+            np.random.seed(1000 + index)
+        config = searcher.suggest(trial_id)
+        result = {METRIC: loss(config), "epoch": 1, "training_iteration": 1, "hyperband_info": {"budget": 1}}
+        searcher.on_trial_result(trial_id, result)
+        searcher.on_trial_complete(trial_id, result)
+        configs.append(config)
+    return configs
+
+
+def test_bohb_follows_its_seed_alone_and_leaves_numpy_global_random_state_alone(tmp_path):
+    """hpbandster's BOHB samples its model with numpy's global random state, which Tune's seed does not
+    reach: a sweep's suggestions must not depend on what else in the driver drew from it, must not change
+    it, and must go on after a resume as they would have."""
+    ids = [f"t{i}" for i in range(12)]
+    assert drive_bohb(build("bohb")[1], ids) == drive_bohb(build("bohb")[1], ids, disturb=True)
+
+    np.random.seed(7)
+    expected = np.random.rand()
+    np.random.seed(7)
+    drive_bohb(build("bohb")[1], ids[:6])
+    assert np.random.rand() == expected
+
+    _, searcher, _ = build("bohb")
+    drive_bohb(searcher, ids[:8])
+    searcher.save(str(tmp_path / "searcher.pkl"))
+    _, restored, _ = build("bohb")
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    assert drive_bohb(restored, ids[8:], disturb=True) == drive_bohb(searcher, ids[8:])
 
 
 def test_grid_ends_after_its_points_and_the_cap():
