@@ -53,6 +53,7 @@ def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_r
     from ray.tune.search.hyperopt import HyperOptSearch
 
     from tune_service.search.asha import PromotingASHA
+    from tune_service.search.searchers import OwnNumpyRandom
 
     quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     config = build_tuner(quick, tmp_path, "x").tune_config
@@ -61,7 +62,8 @@ def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_r
 
     bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)
     config = build_tuner(bohb, tmp_path, "y").tune_config
-    assert isinstance(config.search_alg.inner, TuneBOHB) and isinstance(config.scheduler, HyperBandForBOHB)
+    assert isinstance(config.search_alg.inner, OwnNumpyRandom) and isinstance(config.search_alg.inner.inner, TuneBOHB)
+    assert isinstance(config.scheduler, HyperBandForBOHB)
 
     # Random search is a Searcher too, so Tune's max_concurrent_trials caps it (Tune ignores that cap for
     # its BasicVariantGenerator: every trial would start at once and wait for CPUs the others hold).
