@@ -10,10 +10,10 @@ very Tune searcher and scheduler objects a sweep builds (``tune_service.search.r
 The clock: every tick, each running trial trains one epoch and reports ``f(x, epoch / max_t)``; its
 contender says go on, stop, or pause (synchronous HyperBand pauses a trial at a rung until its bracket
 is halved); a trial that reaches ``max_t`` completes. Free workers take new trials, or resume paused
-ones where they stopped, before the next tick. The run ends when ``budget`` trial-epochs are spent, or when the contender has
-nothing more to start and nothing runs. After every epoch the incumbent is the best configuration at
-the highest fidelity reached so far (as HpBandSter picks it), and its simple regret is
-``f(incumbent, 1) - f*``: the anytime curve.
+ones where they stopped, before the next tick. The run ends when ``budget`` trial-epochs are spent, or
+when the contender has nothing more to start and nothing runs. After every epoch the incumbent is the
+best configuration at the highest fidelity reached so far (as HpBandSter picks it), and its simple
+regret is ``f(incumbent, 1) - f*``: the anytime curve.
 """
 
 from __future__ import annotations
