@@ -4,8 +4,8 @@ problems, budgets and concurrency, in one process.
 Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
 :mod:`bench.functions` (each with its known optimum; the fidelity is the epoch) and the digits learning
 curves of :mod:`bench.digits_curves` (a table of real training runs; not in ``--quick``). Contenders
-(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA and FIFO, Optuna's TPE with
-ASHA, BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds),
+(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA, HyperBand and FIFO, Optuna's TPE
+with ASHA, BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds),
 Optuna's (TPE with its successive-halving and Hyperband pruners and without, and its GP sampler), Syne
 Tune's (ASHA, BOHB) and DEHB (where installed: the result says whether it ran). Every run is a simulated
 sweep (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
