@@ -106,8 +106,9 @@ def _digits_tensors():
 class DigitsRun:
     """The digits MLP (the built-in task's model and optimizers) trained in this one process, one thread,
     epoch by epoch: :meth:`train_epoch` trains the next epoch and returns ``epoch``, ``val_accuracy`` and
-    ``val_loss`` (not finite when training diverged: callers decide what that counts as). Each epoch's order of the training images depends only on
-    ``seed`` and the epoch, so a run resumed from :meth:`state` goes on as it would have."""
+    ``val_loss`` (not finite when training diverged: callers decide what that counts as). Each epoch's
+    order of the training images depends only on ``seed`` and the epoch, so a run resumed from
+    :meth:`state` goes on as it would have."""
 
     def __init__(self, config: dict[str, Any], seed: int, state: dict[str, Any] | None = None):
         import torch
