@@ -58,3 +58,22 @@ class FailingDigits(Digits):
                 os._exit(17)
             raise ValueError(f"rank {rank} failed on purpose at batch {self.batches}")
         return super().augment(inputs, targets, config)
+
+
+class EnvironmentRecordingDigits(Digits):
+    """Digits whose every rank writes, in ``record_dir``, the runtime environment Ray gave its process
+    and the environment variables Tune's runtime environment would set (``rank-<pid>.json``)."""
+
+    defaults = {**Digits.defaults, "record_dir": ""}
+
+    def datasets(self, config):
+        import json
+
+        import ray
+
+        from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT
+
+        record = {"runtime_env": dict(ray.get_runtime_context().runtime_env),
+                  "variables": {name: os.environ.get(name) for name in TUNE_TRIAL_ENVIRONMENT}}
+        (Path(config["record_dir"]) / f"rank-{os.getpid()}.json").write_text(json.dumps(record))
+        return super().datasets(config)

@@ -1,7 +1,7 @@
 """Every private name of Ray that tune-service relies on, in one place, with why.
 
 Ray's public API does not cover a few things the service must do (rebuild a scheduler's brackets after
-a crash, start an embedded Ray on loopback with token auth).
+a crash, start an embedded Ray on loopback with token auth, start trial actors on Ray's ready workers).
 Each private name those need is listed in :data:`INTERNALS`; ``tests/unit/test_ray_internals.py``
 checks every one against the installed Ray and fails naming it when Ray changes. Code that uses one
 at run time goes through :func:`private` (an attribute that must be there), never ``getattr`` with a
@@ -61,6 +61,15 @@ INTERNALS: tuple[Internal, ...] = (
              "to the one rebuilt from the recorded results (Ray 2.60 has no public setter)", instance=True),
     Internal("ray.tune.impl.tuner_internal:TunerInternal", "_tune_config", "execution.driver", "as above",
              instance=True),
+    # Tune's trial actor classes, registered without a runtime environment of their own.
+    *(Internal("ray.tune.execution.class_cache", name, "execution.trial_actors", "what Tune would give a trial "
+               "actor's environment") for name in ("DEFAULT_ENV_VARS", "ENV_VARS_TO_PROPAGATE")),
+    Internal("ray.tune.execution.class_cache", "_ActorClassCache", "execution.trial_actors", "its registration "
+             "of a warm trial's actor class is replaced while the sweep runs, so the actor starts on a Python "
+             "worker Ray started ahead of demand"),
+    Internal("ray.tune.execution.class_cache:_ActorClassCache", "get", "execution.trial_actors", "as above"),
+    Internal("ray.tune.execution.class_cache:_ActorClassCache", "_cache", "execution.trial_actors", "as above",
+             instance=True),
     # Ray Train sessions, in a trial.
     Internal("ray.train._internal.session", "get_storage", "experiment.checkpoints", "the trial's directory in "
              "the experiment's storage and its filesystem"),
@@ -71,6 +80,20 @@ INTERNALS: tuple[Internal, ...] = (
              "the one just set"),
     Internal("ray._raylet", "Config", "execution.connect", "this process's Ray config sees token mode"),
 )
+
+
+#: What Tune (Ray 2.60, ``class_cache.DEFAULT_ENV_VARS``) puts in every trial actor's environment:
+#: Lightning must not fork in a Ray worker (ray-project/ray#28197). Where the service registers a trial
+#: actor without it (:mod:`tune_service.execution.trial_actors`), the trial's processes set it themselves.
+TUNE_TRIAL_ENVIRONMENT = {"PL_DISABLE_FORK": "1"}
+
+
+def set_tune_trial_environment() -> None:
+    """In a trial actor or a rank: the environment variables Tune's runtime environment would have set."""
+    import os
+
+    for name, value in TUNE_TRIAL_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 class RayInternalsChanged(RuntimeError):

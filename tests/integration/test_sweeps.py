@@ -93,6 +93,38 @@ def test_user_task_by_import_path_under_grid_and_fifo(ray_cluster, tmp_path):
     assert all("val_accuracy" not in t.metrics and t.metrics["world_size"] == 2 for t in result.trials)
 
 
+def _rank_environments(tmp_path: Path, name: str) -> list[dict]:
+    """Run a one-trial warm sweep whose ranks record their environment; what they recorded."""
+    record_dir = tmp_path / f"{name}_ranks"
+    record_dir.mkdir()
+    spec = {"name": name, "task": "gang_tasks:EnvironmentRecordingDigits", "method": "random", "run_cap": 1,
+            "metric": {"name": "val_accuracy", "goal": "maximize"},
+            "parameters": {"record_dir": {"value": str(record_dir)}}, "scheduler": {"type": "fifo", "max_t": 1}}
+    result = tune_service.run(spec, storage=tmp_path, name=name, verbose=0)
+    assert [t.status for t in result.trials] == ["completed"]
+    return [json.loads(path.read_text()) for path in sorted(record_dir.iterdir())]
+
+
+def test_warm_trials_start_in_the_jobs_environment_with_tunes_variable_still_set(ray_cluster, tmp_path,
+                                                                                 monkeypatch):
+    """Tune's own runtime environment for trial actors is set aside (so a trial actor, and its ranks, can
+    start on a Python worker Ray keeps ready), and the variable it carried is in every rank's process.
+    With a variable Tune propagates set in the driver, Tune's registration stands: it reaches the ranks."""
+    from ray.tune.execution.class_cache import ENV_VARS_TO_PROPAGATE
+
+    from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT
+
+    ranks = _rank_environments(tmp_path, "ready")
+    assert len(ranks) == 2
+    assert all(r["runtime_env"] == {} and r["variables"] == TUNE_TRIAL_ENVIRONMENT for r in ranks)
+
+    propagated = "RAY_TRAIN_ENABLE_PRINT_PATCH"  # set to its default: it changes nothing here
+    assert propagated in ENV_VARS_TO_PROPAGATE
+    monkeypatch.setenv(propagated, "1")
+    ranks = _rank_environments(tmp_path, "propagated")
+    assert all(r["runtime_env"] == {"env_vars": {**TUNE_TRIAL_ENVIRONMENT, propagated: "1"}} for r in ranks)
+
+
 def test_plain_train_loop_runs_unchanged_with_metrics_averaged_over_ranks(ray_cluster, tmp_path):
     from user_tasks import shard_reporting_loop
 

@@ -10,6 +10,8 @@
   group, leased by successive trials of one concurrency slot, rebuilt when broken or worn.
 - :mod:`~tune_service.execution.rank`: one rank of a gang (a Ray actor): its process group, the trial it
   runs with the shared loop, and what it resets between trials (:mod:`~tune_service.execution.process_state`).
+- :mod:`~tune_service.execution.trial_actors`: warm and program trials' Tune actors on the workers Ray
+  keeps ready (Tune's own runtime environment for them set aside).
 - :mod:`~tune_service.execution.fresh_trial`: a trial as its own Ray Train run (plain
   ``train_loop_per_worker`` loops, and ``execution.gangs: fresh``).
 """

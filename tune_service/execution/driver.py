@@ -25,10 +25,12 @@ from tune_service.execution.program_trial import ProgramTrial
 from tune_service.execution.resources import from_ray
 from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
+from tune_service.execution.trial_actors import trial_actors_on_ready_workers
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout, saving
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
+from tune_service.ray_internals import set_tune_trial_environment
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
@@ -122,6 +124,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
         resources, failure = DRIVER_RESOURCES, None
 
     def run_trial(config: dict[str, Any]) -> None:
+        set_tune_trial_environment()
         with redaction.redacted_errors(fingerprints):  # before Ray writes the error (error.txt, logs)
             template(config)
 
@@ -292,7 +295,12 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}
         settings = _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
                                 TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet)
-        with _sigterm_as_ctrl_c(), settings, _ray_logs_quiet(verbose < VERBOSE_RAY), view or contextlib.nullcontext():
+        # Warm and program trials run nothing of Ray Train in their processes; their actors can start
+        # on the workers Ray keeps ready (see trial_actors).
+        ready_workers = (trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program
+                         else contextlib.nullcontext())
+        with _sigterm_as_ctrl_c(), settings, _ray_logs_quiet(verbose < VERBOSE_RAY), ready_workers, \
+                view or contextlib.nullcontext():
             grid = tuner.fit()
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.

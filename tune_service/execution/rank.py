@@ -36,6 +36,7 @@ from typing import Any
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.programs.rank import master_address
+from tune_service.ray_internals import set_tune_trial_environment
 from tune_service.redaction import redacted_errors, redacted_output
 from tune_service.training.data_cache import DataCache
 from tune_service.training.oom import release_memory
@@ -126,6 +127,7 @@ class RankWorker:
     """
 
     def __init__(self, rank: int, world_size: int, backend: str, collective_timeout_s: float, secrets: Any = None):
+        set_tune_trial_environment()  # before anything of the trial runs, as Tune's runtime env would
         self.rank, self.world_size, self.backend = rank, world_size, backend
         self.timeout = datetime.timedelta(seconds=collective_timeout_s)
         self.secrets = secrets

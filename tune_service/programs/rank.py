@@ -19,6 +19,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+from tune_service.ray_internals import set_tune_trial_environment
+
 #: Where the import hook is (put first on the program's PYTHONPATH).
 HOOK_DIR = Path(__file__).resolve().parent / "hook"
 #: The supervisor script, run by path: standard library only.
@@ -34,6 +36,7 @@ class ProgramRank:
     stopped program gets ``grace_s`` seconds between SIGTERM and SIGKILL."""
 
     def __init__(self, rank: int, world_size: int, grace_s: float):
+        set_tune_trial_environment()  # the program inherits it, as Tune's runtime env would give it
         self.rank, self.world_size, self.grace_s = rank, world_size, grace_s
         self.group: int | None = None  # the program's process group (its supervisor's)
         self.end_fd: int | None = None  # closing it tells the supervisor to end the program
