@@ -4,7 +4,8 @@
     python bench/run.py --quick         # smaller sizes and fewer seeds (a few minutes), flagged quick
     python bench/run.py ddp_in_trial known_optimum
     python bench/run.py trial_overhead train_overhead   # the two earlier scripts, summarised
-    python bench/run.py search_quality  # ours against Optuna's searchers (named only: about 15 minutes)
+    python bench/run.py search_quality  # ours against the peers' searchers (named only: about 17 minutes)
+    python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 16 minutes)
     python bench/run.py --list
 
 Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):
@@ -41,11 +42,12 @@ BENCHMARKS = {
     "gpu_amp": "bench.gpu_amp",
     "gpu_warm_gangs": "bench.gpu_warm_gangs",
     "search_quality": "bench.search_quality",
+    "search_quality_leaders": "bench.search_quality_leaders",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
 #: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
-NAMED_ONLY = ("search_quality", "trial_overhead", "train_overhead")
+NAMED_ONLY = ("search_quality", "search_quality_leaders", "trial_overhead", "train_overhead")
 
 
 def run_one(name: str, quick: bool) -> dict:

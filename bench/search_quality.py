@@ -44,11 +44,33 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-def run(quick: bool) -> dict[str, Any]:
-    from bench.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, contender, dehb_installed
+def problem_named(name: str, max_t: int):
+    """The problem called ``name``: a function of :mod:`bench.functions`, or ``digits``."""
     from bench import digits_curves
     from bench.functions import FUNCTIONS
-    from bench.search_simulation import Problem, simulate
+    from bench.search_simulation import Problem
+
+    return digits_curves.problem(max_t) if name == "digits" else Problem(name, *FUNCTIONS[name])
+
+
+def one_run(problem: str, contender_name: str, seed: int, workers: int, size: dict[str, Any]):
+    """One simulated sweep of ``contender_name`` on ``problem``: its row of the result (area, final regret,
+    trials, wall time) and its anytime curve."""
+    from bench.contenders import contender
+    from bench.search_simulation import simulate
+
+    budget = size["budget_trials"] * size["max_t"]
+    solved = problem_named(problem, size["max_t"])
+    started = time.perf_counter()
+    curve = simulate(solved, contender(contender_name, solved, seed, size["max_t"], size["budget_trials"], workers),
+                     workers=workers, budget=budget, max_t=size["max_t"])
+    row = {"area": curve.area(budget), "final": curve.at(budget), "trials": curve.trials,
+           "wall_s": round(time.perf_counter() - started, 3)}
+    return row, curve
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from bench.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, dehb_installed
 
     size = SIZES[quick]
     peers = [*OPTUNA, *SYNE_TUNE, *(DEHB_CONTENDERS if dehb_installed() else ())]
@@ -57,20 +79,14 @@ def run(quick: bool) -> dict[str, Any]:
     curves: dict[str, dict[str, list[list[float]]]] = {}
     runs: dict[str, dict[str, dict[str, list[dict[str, float]]]]] = {}
     for name in size["problems"]:
-        problem = digits_curves.problem(size["max_t"]) if name == "digits" else Problem(name, *FUNCTIONS[name])
         for workers in size["workers"]:
             key = f"{name}, {workers} workers"
             runs[key] = {c: [] for c in [*OURS, *peers]}
             curves[key] = {c: [] for c in runs[key]}
             for seed in size["seeds"]:
                 for name_of in runs[key]:
-                    started = time.perf_counter()
-                    curve = simulate(problem, contender(name_of, problem, seed, size["max_t"], size["budget_trials"],
-                                                         workers),
-                                     workers=workers, budget=budget, max_t=size["max_t"])
-                    runs[key][name_of].append({"area": curve.area(budget), "final": curve.at(budget),
-                                               "trials": curve.trials,
-                                               "wall_s": round(time.perf_counter() - started, 3)})
+                    row, curve = one_run(name, name_of, seed, workers, size)
+                    runs[key][name_of].append(row)
                     curves[key][name_of].append([curve.at(s) for s in spent])
             print(f"    {key}: " + ", ".join(
                 f"{c} {statistics.median(r['area'] for r in rs):.3g}" for c, rs in runs[key].items()), flush=True)
