@@ -164,9 +164,8 @@ class TrialConfigs(Searcher):
         if whole is False:
             result = self._as_worst_completed(result)
         elif whole:
-            worse = max if self.mode == "min" else min
             value = result[self.metric]
-            self.worst_completed = value if self.worst_completed is None else worse(self.worst_completed, value)
+            self.worst_completed = value if self.worst_completed is None else self._worse(self.worst_completed, value)
         # A failed trial's last result is not its outcome (Ray's OptunaSearch would tell it as complete).
         self.inner.on_trial_complete(trial_id, result=None if error else result, error=error)
 
@@ -182,8 +181,11 @@ class TrialConfigs(Searcher):
         """A stopped trial's result, its value no better than the worst trial that ran its whole budget."""
         if self.worst_completed is None:
             return result
-        worse = max if self.mode == "min" else min
-        return {**result, self.metric: worse(result[self.metric], self.worst_completed)}
+        return {**result, self.metric: self._worse(result[self.metric], self.worst_completed)}
+
+    def _worse(self, a: float, b: float) -> float:
+        """The worse of two values of the metric, by the sweep's mode."""
+        return max(a, b) if self.mode == "min" else min(a, b)
 
     # Our HyperBand schedulers (tune_service.search.hyperband) report pauses and resumptions here;
     # TuneBOHB keeps paused trials apart too.
