@@ -5,7 +5,7 @@
     python bench/run.py ddp_in_trial known_optimum
     python bench/run.py trial_overhead train_overhead   # the two earlier scripts, summarised
     python bench/run.py search_quality  # ours against the peers' searchers (named only: about 17 minutes)
-    python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 16 minutes)
+    python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 18 minutes)
     python bench/run.py --list
 
 Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):

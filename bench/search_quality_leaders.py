@@ -9,7 +9,7 @@ median area under the anytime regret curve and a 95 % bootstrap interval of the 
 medians (ours minus DEHB's; below zero: ours lower). A column where the interval holds zero is a tie at
 this many seeds. ``--quick``: 10 seeds, Branin only.
 
-Run: ``python bench/run.py search_quality_leaders`` (named only; about 16 minutes on 2 cores, with DEHB
+Run: ``python bench/run.py search_quality_leaders`` (named only; about 18 minutes on 2 cores, with DEHB
 installed as docs/benchmarks.md says).
 """
 

@@ -22,9 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Iterator
 
 from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT, RayInternalsChanged, private
+
+
+#: Sweeps of this process inside :func:`trial_actors_on_ready_workers` now, and Tune's own ``get`` while
+#: any is (sweeps run from threads may overlap: Tune's is put back when the last one ends).
+_sweeps_inside = 0
+_tune_get = None
+_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -39,13 +47,13 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
     import ray
     from ray.tune.execution import class_cache
 
+    global _sweeps_inside, _tune_get
     defaults = private(class_cache, "DEFAULT_ENV_VARS")
     propagated = private(class_cache, "ENV_VARS_TO_PROPAGATE")
     cache_class = private(class_cache, "_ActorClassCache")
     if defaults != TUNE_TRIAL_ENVIRONMENT:
         raise RayInternalsChanged(f"Ray {ray.__version__}'s Tune gives trial actors {defaults}, not "
                                   f"{TUNE_TRIAL_ENVIRONMENT} (tune_service.execution.trial_actors)")
-    tune_get = cache_class.get
 
     def get(cache, trainable_cls):
         registered = private(cache, "_cache")
@@ -55,8 +63,15 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
             registered[trainable_cls] = ray.remote(trainable_cls)
         return registered[trainable_cls]
 
-    cache_class.get = get
+    with _lock:
+        if _sweeps_inside == 0:
+            _tune_get, cache_class.get = cache_class.get, get
+        tune_get = _tune_get
+        _sweeps_inside += 1
     try:
         yield
     finally:
-        cache_class.get = tune_get
+        with _lock:
+            _sweeps_inside -= 1
+            if _sweeps_inside == 0:
+                cache_class.get, _tune_get = _tune_get, None

@@ -27,3 +27,14 @@ def test_a_tune_with_other_default_trial_variables_is_an_error_naming_them(monke
     with pytest.raises(RayInternalsChanged, match="SOMETHING_NEW"), trial_actors_on_ready_workers():
         pass
     assert class_cache._ActorClassCache.get.__module__ == class_cache.__name__
+
+
+def test_overlapping_sweeps_leave_tunes_registration_as_it_was_whichever_ends_first():
+    tunes = class_cache._ActorClassCache.get
+    first, second = trial_actors_on_ready_workers(), trial_actors_on_ready_workers()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the sweep that started first ends first
+    assert class_cache._ActorClassCache.get is not tunes  # the other still runs with it
+    second.__exit__(None, None, None)
+    assert class_cache._ActorClassCache.get is tunes
