@@ -35,6 +35,20 @@ _tune_get = None
 _lock = threading.Lock()
 
 
+def _register(cache, trainable_cls):
+    """Tune's ``_ActorClassCache.get`` while a sweep is inside the block: the class registered without a
+    runtime environment, unless the driver has a variable Tune propagates (then Tune's own)."""
+    import ray
+    from ray.tune.execution import class_cache
+
+    registered = private(cache, "_cache")
+    if trainable_cls not in registered:
+        if any(name in os.environ for name in private(class_cache, "ENV_VARS_TO_PROPAGATE")):
+            return _tune_get(cache, trainable_cls)
+        registered[trainable_cls] = ray.remote(trainable_cls)
+    return registered[trainable_cls]
+
+
 @contextlib.contextmanager
 def trial_actors_on_ready_workers() -> Iterator[None]:
     """While the block runs (a warm sweep's ``Tuner.fit``), Tune registers its trial actor classes
@@ -49,24 +63,14 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
 
     global _sweeps_inside, _tune_get
     defaults = private(class_cache, "DEFAULT_ENV_VARS")
-    propagated = private(class_cache, "ENV_VARS_TO_PROPAGATE")
+    private(class_cache, "ENV_VARS_TO_PROPAGATE")  # there before any sweep starts, not in its first trial
     cache_class = private(class_cache, "_ActorClassCache")
     if defaults != TUNE_TRIAL_ENVIRONMENT:
         raise RayInternalsChanged(f"Ray {ray.__version__}'s Tune gives trial actors {defaults}, not "
                                   f"{TUNE_TRIAL_ENVIRONMENT} (tune_service.execution.trial_actors)")
-
-    def get(cache, trainable_cls):
-        registered = private(cache, "_cache")
-        if trainable_cls not in registered:
-            if any(name in os.environ for name in propagated):
-                return tune_get(cache, trainable_cls)
-            registered[trainable_cls] = ray.remote(trainable_cls)
-        return registered[trainable_cls]
-
     with _lock:
         if _sweeps_inside == 0:
-            _tune_get, cache_class.get = cache_class.get, get
-        tune_get = _tune_get
+            _tune_get, cache_class.get = cache_class.get, _register
         _sweeps_inside += 1
     try:
         yield
