@@ -12,6 +12,8 @@
   runs with the shared loop, and what it resets between trials (:mod:`~tune_service.execution.process_state`).
 - :mod:`~tune_service.execution.trial_actors`: warm and program trials' Tune actors on the workers Ray
   keeps ready (Tune's own runtime environment for them set aside).
+- :mod:`~tune_service.execution.startup`: the driver's and a rank's start-up imports with Python's
+  garbage collector paused.
 - :mod:`~tune_service.execution.fresh_trial`: a trial as its own Ray Train run (plain
   ``train_loop_per_worker`` loops, and ``execution.gangs: fresh``).
 """

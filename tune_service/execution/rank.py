@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tune_service.execution.startup import collector_paused
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.programs.rank import master_address
 from tune_service.ray_internals import set_tune_trial_environment
@@ -131,8 +132,12 @@ class RankWorker:
         self.rank, self.world_size, self.backend = rank, world_size, backend
         self.timeout = datetime.timedelta(seconds=collective_timeout_s)
         self.secrets = secrets
-        import torch
+        with collector_paused():  # see startup: about 0.35 s of this rank's start
+            import torch
 
+            # The first optimizer in a process imports torch's compiler (torch.optim's methods are wrapped
+            # to keep it out; 1 s of CPU): every trial builds one, so it belongs to the gang's build.
+            torch.optim.SGD([torch.zeros(1, requires_grad=True)])
         self.device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
