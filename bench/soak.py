@@ -11,7 +11,7 @@ What it checks, per run:
   each rank process's own growth over its life is reported too;
 - the sweep's wall time (target under 30 minutes on the 2-core machine).
 
-Not in CI and not in ``bench/run.py`` (about 20 minutes a run): run it by hand, three times, and report
+Not in CI and not in ``bench/run.py`` (about 4 minutes a run here): run it by hand, three times, and report
 every run: ``python bench/soak.py [--trials 600]``. Each run is appended to ``bench/results/soak.json``.
 """
 
