@@ -175,3 +175,25 @@ def test_on_a_gpu_a_reused_gang_repeats_a_trial_bit_for_bit_and_keeps_none_of_it
         assert len(first.reports) == 2 and again.exact() == first.exact()
     finally:
         gang.shutdown("the test is over")
+
+
+@pytest.mark.gpu
+def test_on_two_gpus_a_reused_nccl_gang_repeats_a_trial_bit_for_bit(ray_cluster):
+    """Two ranks of one GPU each, joined by NCCL, on the same processes trial after trial (skipped where the
+    machine has one GPU: NCCL refuses two ranks on one device)."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs: NCCL refuses two ranks on one GPU")
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2, gpus_per_worker=1)))
+    try:
+        assert gang.settings.backend == "nccl"
+        ranks = pids(gang)
+        first = run(gang, trial("digits", lr=0.01))
+        run(gang, trial("digits", lr=0.002, hidden=32), stop_at=1)
+        again = run(gang, trial("digits", lr=0.01))
+        assert gang.retired is None and pids(gang) == ranks
+        assert first.reports[0]["world_size"] == 2 and first.reports[0]["precision"] in ("bf16", "fp16")
+        assert len(first.reports) == 2 and again.exact() == first.exact()
+    finally:
+        gang.shutdown("the test is over")
