@@ -16,16 +16,18 @@ from tune_service.execution.startup import collector_paused
 
 @pytest.fixture
 def unfrozen():
-    """The test process's objects out of the permanent generation again afterwards."""
+    """Nothing in the permanent generation when the test starts (a sweep run in this process by an earlier
+    test froze its start-up), and the test's own frozen objects thawed again afterwards."""
+    gc.unfreeze()
     yield
     gc.unfreeze()
 
 
 def test_the_collector_is_paused_inside_the_block_and_what_lives_is_frozen_after_it(unfrozen):
-    assert gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
     with collector_paused():
         assert not gc.isenabled()
-        made_inside = [object() for _ in range(1000)]
+        made_inside = [[] for _ in range(1000)]  # lists: objects the collector tracks
     assert gc.isenabled()
     assert gc.get_freeze_count() >= len(made_inside)
 
