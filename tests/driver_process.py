@@ -22,24 +22,32 @@ class Signalled:
     output: str
     #: The driver's descendants (its embedded Ray, the trials' ranks) when the signal was sent.
     descendants: list[psutil.Process]
+    #: Seconds from the signal to the driver's end (None: never signalled).
+    ended_s: float | None = None
 
 
 def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callable[[], bool], signum: int,
-                       timeout: float = 300, env: dict[str, str] | None = None) -> Signalled:
+                       timeout: float = 300, env: dict[str, str] | None = None, group: bool = False) -> Signalled:
     """Run the driver of ``spec`` (tests/ on its path, for the recording tasks; ``env`` added to its
     environment), send it ``signum`` once ``ready()`` holds (polled every 0.2 s), and wait for it to end.
-    It is killed if it is still running."""
+    It is killed if it is still running. ``group``: the driver leads a process group of its own, and the
+    signal goes to the whole group (as GNU ``timeout`` and Slurm send it): its embedded Ray's processes too."""
     env = {**os.environ, **(env or {}),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(storage),
-                               "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    descendants = []
+                               "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=group)
+    descendants, signalled_at = [], None
     try:
         deadline = time.monotonic() + timeout
         while driver.poll() is None and time.monotonic() < deadline:
             if ready():
                 descendants = psutil.Process(driver.pid).children(recursive=True)
-                driver.send_signal(signum)
+                signalled_at = time.monotonic()
+                if group:
+                    os.killpg(driver.pid, signum)
+                else:
+                    driver.send_signal(signum)
                 break
             time.sleep(0.2)
         output, _ = driver.communicate(timeout=240)
@@ -47,7 +55,8 @@ def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callab
         if driver.poll() is None:
             driver.send_signal(signal.SIGKILL)
             driver.wait()
-    return Signalled(driver.returncode, output, descendants)
+    ended_s = None if signalled_at is None else time.monotonic() - signalled_at
+    return Signalled(driver.returncode, output, descendants, ended_s)
 
 
 def command_line(process: psutil.Process) -> str:

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from tune_service.errors import TuneServiceError
 from tune_service.execution.startup import collector_paused
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE
-from tune_service.results.sweep_result import STOPPED_KEY, TIME_LIMIT_KEY
+from tune_service.results.sweep_result import SIGNAL_KEY, STOPPED_KEY, TIME_LIMIT_KEY
 from tune_service.jobs import DEFAULT_ADDRESS as DEFAULT_JOBS_ADDRESS
 
 EXIT_OK = 0
@@ -26,13 +26,15 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a process ended by it
 #: What each exit code means; the README's table is this one.
 EXIT_CODES = {
     EXIT_OK: "done: the sweep finished (or the command did what it says)",
     EXIT_FAILED: "the sweep ran but failed: no trial produced the metric, or a followed job failed",
     EXIT_USAGE: "bad input: the spec, a flag, a path or a job id (one line says which and why)",
     EXIT_UNREACHABLE: "Ray or the cluster could not be reached at the address given, or refused our token",
-    EXIT_INTERRUPTED: "interrupted (Ctrl+C or SIGTERM): what finished is kept; --resume continues",
+    EXIT_INTERRUPTED: "interrupted (Ctrl+C): what finished is kept; --resume continues",
+    EXIT_TERMINATED: "terminated (SIGTERM, to the driver or its process group): as 130, within 30 s",
 }
 JOBS_ADDRESS_HELP = f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})"
 
@@ -253,21 +255,36 @@ def _finish(outcome, quiet: bool) -> int:
     if outcome.extra.get(TIME_LIMIT_KEY):
         print(f"time limit: {outcome.extra[TIME_LIMIT_KEY]}; continue with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_OK if outcome.best is not None else EXIT_FAILED
+    if outcome.extra.get(SIGNAL_KEY) == "SIGTERM":
+        print(f"terminated (SIGTERM): resume with: tune-run --resume {outcome.experiment_dir}")
+        return EXIT_TERMINATED
     if outcome.interrupted:
         print(f"interrupted: resume with: tune-run --resume {outcome.experiment_dir}")
         return EXIT_INTERRUPTED
-    return EXIT_OK if outcome.best is not None else EXIT_FAILED
+    return EXIT_OK if _succeeded(outcome) else EXIT_FAILED
+
+
+def _succeeded(outcome) -> bool:
+    """A sweep succeeded when a trial has the best value of its metric; without a metric (a W&B program
+    sweep), when a trial ran to its end."""
+    if outcome.metric is None:
+        return any(t.status == "completed" for t in outcome.trials)
+    return outcome.best is not None
 
 
 def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
     if leaderboard:
         print(outcome.leaderboard(top))
-    if outcome.best is not None:
+    if outcome.metric is None:
+        print("no metric: the trials are not ranked (W&B's sweep without a metric); what each logged is in the "
+              "results")
+    elif outcome.best is not None:
         print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
     else:
         print(f"no trial reported {outcome.metric}")
     where = str(outcome.experiment_dir).rstrip("/")  # a directory, or a URI on remote storage
-    print(f"results: {where}/{SUMMARY_FILE}, best config: {where}/{BEST_CONFIG_FILE}")
+    # best_config.yaml is written only where there is a best trial
+    print(f"results: {where}/{SUMMARY_FILE}" + (f", best config: {where}/{BEST_CONFIG_FILE}" if outcome.best else ""))
     wandb = outcome.extra.get("wandb")
     if wandb and wandb.get("mode") == "offline" and "://" in wandb["dir"]:
         print(f"wandb: runs saved offline in {wandb['dir']}; copy them to a disk and upload them with wandb sync")

@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TUNE_RUN = Path(sys.executable).with_name("tune-run")  # the console script pip installed
 
 
-def run_example(name: str, storage: Path):
-    """The example's README line, run from ``storage`` (not the example's directory); its results."""
+def run_example(name: str, storage: Path, *flags: str):
+    """The example's README line (with ``flags``), run from ``storage`` (not the example's directory); its
+    results."""
     readme = (ROOT / "examples" / name / "README.md").read_text()
-    assert f"tune-run examples/{name}/sweep.yaml" in readme  # the line the README gives is the one run here
-    done = subprocess.run([str(TUNE_RUN), str(ROOT / "examples" / name / "sweep.yaml"), "--storage", str(storage)],
-                          cwd=storage, capture_output=True, text=True, timeout=240)
+    # the line the README gives is the one run here
+    assert " ".join([f"tune-run examples/{name}/sweep.yaml", *flags]) + "\n" in readme
+    done = subprocess.run([str(TUNE_RUN), str(ROOT / "examples" / name / "sweep.yaml"), *flags,
+                           "--storage", str(storage)], cwd=storage, capture_output=True, text=True, timeout=240)
     assert done.returncode == cli.EXIT_OK, (done.stdout + done.stderr)[-3000:]
     (experiment,) = [p for p in storage.iterdir() if p.is_dir()]
     return sweep_result.load(experiment), experiment
@@ -73,10 +75,10 @@ def test_the_ray_train_loop_example_runs_unchanged(tmp_path):
 
 
 def test_the_wandb_program_example_runs_its_unchanged_script_as_2_rank_trials_and_asha_stops_some(tmp_path):
-    result, experiment = run_example("wandb_program", tmp_path)
-    assert len(result.trials) == 4 and result.time_unit == "step"
+    result, experiment = run_example("wandb_program", tmp_path, "--set", "resources.workers=2")
+    assert len(result.trials) == 4 and result.time_unit == "value"
     assert all(t.status in ("completed", "stopped") for t in result.trials)
-    assert any(t.status == "stopped" and t.steps < 6 for t in result.trials)  # at a W&B hyperband rung
+    assert any(t.status == "stopped" and t.progress("value") < 6 for t in result.trials)  # at a W&B hyperband rung
     assert all(t.status != "completed" or t.metrics["epoch"] == 6 for t in result.trials)
     assert result.best.metrics["val_accuracy"] > 0.8
     for trial in result.trials:  # every trial a 2-rank job: both ranks' programs ran
@@ -86,9 +88,10 @@ def test_the_wandb_program_example_runs_its_unchanged_script_as_2_rank_trials_an
     assert sorted(ids) == sorted(t.trial_id for t in result.trials)  # one wandb run per trial ...
     runs = {run.run_id.rsplit("-", 1)[-1]: run for run in offline_runs(experiment) if run.job_type == "trial"}
     for trial in result.trials:  # ... holding its metrics, a stopped trial's too (its program exited cleanly)
-        assert [row["val_accuracy"] for row in runs[trial.trial_id].history][:trial.steps] == pytest.approx(
+        logged = trial.progress("value")
+        assert [row["val_accuracy"] for row in runs[trial.trial_id].history][:logged] == pytest.approx(
             [r["val_accuracy"] for r in read_trial_results(trial_results_file(experiment, trial.trial_id))
-             if "val_accuracy" in r][:trial.steps])
+             if "val_accuracy" in r][:logged])
     # the stopped trials' programs were ended with their process groups
     left = [p for p in psutil.process_iter(["cmdline", "cwd"])
             if "train.py" in (p.info["cmdline"] or []) and p.info["cwd"] == str(ROOT / "examples" / "wandb_program")]

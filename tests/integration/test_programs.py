@@ -23,6 +23,7 @@ from wandb_files import offline_run_ids, offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 PROGRAM = Path(__file__).resolve().parents[1] / "data" / "programs" / "logs_metrics.py"
+PER_BATCH = PROGRAM.with_name("logs_per_batch.py")
 
 
 def programs_running(script: str) -> list[psutil.Process]:
@@ -50,13 +51,16 @@ def test_a_program_that_crashes_or_hangs_fails_its_trial_saying_why_and_nested_m
     fine, crashed = by_case[(0, 0)], by_case[(3, 0)]
     assert fine.status == "completed" and fine.metrics["val.accuracy"] == pytest.approx(0.6)  # nested, dotted
     assert fine.steps == 2 and fine.metrics["val_loss"] == pytest.approx(0.2)
-    assert crashed.status == "failed" and "exited with code 3; its last output:" in crashed.error
-    assert "finished" in crashed.error  # the program's own last line
+    experiment = Path(result.experiment_dir)
+    log = next(experiment.glob(f"trial_{crashed.trial_id}*")) / "program" / "rank_0.log"
+    assert crashed.status == "failed" and f"exited with code 3; its output: {log}; its last lines:" in crashed.error
+    assert log.is_file() and "finished" in crashed.error  # the program's own last line, and where all of it is
     for case in ((0, 600), (3, 600)):  # logged once, then slept: ended after limits.progress_s
-        assert by_case[case].status == "failed" and "logged nothing for 15 s" in by_case[case].error
+        stalled = by_case[case]
+        assert stalled.status == "failed" and "logged nothing for 15 s" in stalled.error
+        assert "config {" in stalled.error  # what it printed last, so a hang says where it is
     assert not programs_running(PROGRAM.name)  # the sleeping programs were ended, not left behind
     # the program's own wandb run is the trial's: its id, the trial's config, its history; no second run
-    experiment = Path(result.experiment_dir)
     runs = {run.run_id: run for run in offline_runs(experiment) if run.job_type == "trial"}
     assert set(runs) == {run_id("programs", t.trial_id) for t in result.trials}
     run = runs[run_id("programs", fine.trial_id)]
@@ -75,16 +79,23 @@ def test_a_program_that_never_logs_the_metric_fails_naming_what_it_logged(ray_cl
     assert summary["trials"][0]["status"] == "failed"
 
 
-def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_program_under_its_run_id(
-        ray_cluster, tmp_path):
-    project = tmp_path / "project"  # the program beside its sweep file, named relatively, as W&B users do
+def three_trial_project(tmp_path: Path) -> Path:
+    """A sweep file beside its program, which it names relatively, as W&B users keep them: three 2-rank
+    trials of about 4 s, one at a time on 2 CPUs, with offline wandb runs. The sweep file's path."""
+    project = tmp_path / "project"
     project.mkdir()
     shutil.copy(PROGRAM, project / "train.py")
     spec = project / "sweep.yaml"
     spec.write_text(yaml.safe_dump({
         "program": "train.py", "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
         "parameters": {"lr": {"values": [0.1, 0.2, 0.3]}, "steps": {"value": 4}, "sleep": {"value": 1.0}},
-        "wandb": {"mode": "offline"}}))  # 2-rank trials (the default), one at a time on 2 CPUs
+        "resources": {"workers": 2}, "wandb": {"mode": "offline"}}))
+    return spec
+
+
+def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_program_under_its_run_id(
+        ray_cluster, tmp_path):
+    spec = three_trial_project(tmp_path)
     experiment = tmp_path / "runs" / "resumed"
 
     def one_ended_and_another_reporting() -> bool:
@@ -166,3 +177,20 @@ def test_a_program_gets_no_wandb_service_of_another_process(ray_cluster, tmp_pat
     assert ray.get(rank.poll.remote(0))[1] == 0
     assert "service: None" in (tmp_path / "rank_0.log").read_text()
     ray.kill(rank)
+
+
+def test_wandb_hyperband_counts_the_values_of_the_metric_not_the_logs(ray_cluster, tmp_path):
+    """W&B's hyperband judges a run at its n-th value of the metric (``run.metric_history``): a script that
+    logs per-batch values before each epoch's metric is compared at its 2nd and 4th epoch with
+    ``min_iter: 2``, never after its first (issue 38, 3)."""
+    spec = {"program": str(PER_BATCH), "method": "grid", "metric": {"name": "val_accuracy", "goal": "maximize"},
+            "parameters": {"lr": {"values": [0.4, 0.3, 0.2, 0.1, 0.05, 0.01]}, "epochs": {"value": 6}},
+            "early_terminate": {"type": "hyperband", "min_iter": 2, "eta": 2}, "wandb": {"mode": "disabled"}}
+    result = tune_service.run(spec, storage=tmp_path, name="per-batch", verbose=0)
+    assert result.time_unit == "value"
+    stopped = [t for t in result.trials if t.status == "stopped"]
+    assert stopped and {t.status for t in result.trials} <= {"completed", "stopped"}
+    for trial in stopped:  # at a rung: the 2nd or 4th epoch's accuracy, after 10 or 20 per-batch logs before it
+        assert trial.progress("value") in (2, 4) and trial.metrics["epoch"] == trial.progress("value")
+        assert trial.metrics["step"] == trial.metrics["epoch"] * 6
+    assert all(t.progress("value") == 6 for t in result.trials if t.status == "completed")

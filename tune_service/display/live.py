@@ -81,9 +81,9 @@ class LiveView:
         value = trial.metrics.get(progress.metric)
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
+        shown = f"  {progress.metric} {format_value(value)}{mark}" if progress.metric is not None else ""
         line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
-                f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s  {progress.metric} "
-                f"{format_value(value)}{mark}")
+                f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s{shown}")
         if trial.status == "failed":
             first, count = self._errors.get(trial.error, (trial.trial_id, 0))
             self._errors[trial.error] = (first, count + 1)
@@ -96,14 +96,15 @@ class LiveView:
         """The live region: running trials, the last few that ended, and the budget's progress bar."""
         table = Table(box=None, pad_edge=False, header_style="bold")
         keys = sorted({k for t in progress.trials.values() for k in t.config})
-        for column in ("trial", "status", progress.time_unit, "rung", progress.metric, *keys):
+        metric = [progress.metric] if progress.metric is not None else []
+        for column in ("trial", "status", progress.time_unit, "rung", *metric, *keys):
             table.add_column(column)
         shown = progress.running + progress.ended[-RECENT:]
         for t in shown:
             trained = t.progress(progress.time_unit)
             table.add_row(t.trial_id, Text(t.status, style=STATUS_STYLE.get(t.status, "")),
                           f"{trained}{_budget(progress)}", self._rung(trained),
-                          format_value(t.metrics.get(progress.metric)),
+                          *(format_value(t.metrics.get(m)) for m in metric),
                           *(format_value(t.config.get(k)) for k in keys))
         done = len(progress.ended)
         best = progress.best

@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +23,7 @@ from tune_service.execution.program_trial import ProgramTrial
 from tune_service.execution.resources import from_ray
 from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
+from tune_service.execution.termination import Termination
 from tune_service.execution.trial_actors import trial_actors_on_ready_workers
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout, saving
@@ -299,7 +298,9 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         # on the workers Ray keeps ready (see trial_actors).
         ready_workers = (trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program
                          else contextlib.nullcontext())
-        with _sigterm_as_ctrl_c(), settings, _ray_logs_quiet(verbose < VERBOSE_RAY), ready_workers, \
+        termination = Termination(progress, f"resume with: tune-run --resume {remote.uri if remote else experiment_dir}")
+        with termination, settings, _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE), \
+                ready_workers, \
                 view or contextlib.nullcontext():
             grid = tuner.fit()
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
@@ -308,6 +309,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
                                   spec.scheduler.max_t, unfinished=cut, time_unit=spec.scheduler.time_unit)
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
+        if termination.signal_name is not None:
+            outcome = replace(outcome, extra={**outcome.extra, results.SIGNAL_KEY: termination.signal_name})
         if budget is not None and budget.exhausted:
             outcome = replace(outcome, extra={**outcome.extra, results.STOPPED_KEY: budget.reason()})
         elif timer is not None and timer.reached:
@@ -340,36 +343,54 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
 
 
 @contextlib.contextmanager
-def _sigterm_as_ctrl_c():
-    """While Tune runs, a terminated driver (Ray Jobs' stop, a container's shutdown, ``kill``) stops as
-    Ctrl+C does: Tune saves the experiment's state and the summary records what finished. Installed
-    after ``ray.init``, whose own SIGTERM handler exits at once; signals belong to the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _ray_logs_quiet(quiet: bool):
+def _ray_logs_quiet(quiet: bool, log_path: Path):
     """While the sweep runs, Ray's own log messages below ERROR stay out of the console (the live view
     is the output; ``verbose=2`` shows them), and so do Tune's failed state saves (said once instead,
-    :class:`~tune_service.experiment.saving.TuneStateSaveErrors`)."""
+    :class:`~tune_service.experiment.saving.TuneStateSaveErrors`) and the traceback Tune logs for each
+    failed trial (about 40 lines each, where the live view says the error in one): those go to the
+    experiment's ``driver.log``."""
     ray_logger = logging.getLogger("ray")
     previous = ray_logger.level
     state_saves = saving.TuneStateSaveErrors()
     logging.getLogger(saving.TuneStateSaveErrors.LOGGER).addFilter(state_saves)
+    trial_errors = _TrialErrorsToFile(log_path)
     if quiet:
         ray_logger.setLevel(logging.ERROR)
+        logging.getLogger(_TrialErrorsToFile.LOGGER).addFilter(trial_errors)
     try:
         yield
     finally:
         ray_logger.setLevel(previous)
         logging.getLogger(saving.TuneStateSaveErrors.LOGGER).removeFilter(state_saves)
+        logging.getLogger(_TrialErrorsToFile.LOGGER).removeFilter(trial_errors)
+        trial_errors.close()
+
+
+class _TrialErrorsToFile(logging.Filter):
+    """Takes Tune's "Trial task failed" records (with their tracebacks) off the console, into a file."""
+
+    #: The logger of Tune's controller, which logs a failed trial's error.
+    LOGGER = "ray.tune.execution.tune_controller"
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path, self.handler = path, None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Trial task failed"):
+            return True
+        try:
+            if self.handler is None:
+                self.handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
+                self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            self.handler.emit(record)
+        except OSError:
+            pass  # a full disk: the trial's one line is still shown, and its error.txt kept by Tune
+        return False
+
+    def close(self) -> None:
+        if self.handler is not None:
+            self.handler.close()
 
 
 @contextlib.contextmanager

@@ -77,28 +77,35 @@ class SweepPlan:
             f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
             *self._describe_task(),
             f"method       {_method_named(s.method)}",
-            f"metric       {s.metric.name} ({s.metric.goal})"
-            + (f", the sweep stops starting trials once it reaches {s.metric.target:g}" if s.metric.target is not None
-               else ""),
+            f"metric       {_describe_metric(s)}",
             f"trials       {self.num_trials}",
             "parameters",
         ]
         width = max((len(p.name) for p in s.parameters), default=0)
         lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
         sched = s.scheduler
+        budget = ("no max_t: each program runs until it ends" if sched.open_ended
+                  else f"max_t={sched.max_t} {sched.time_unit}s")
         if sched.type == "fifo":
-            lines.append(f"scheduler    fifo: every trial trains {sched.max_t} {sched.time_unit}s")
+            lines.append(f"scheduler    fifo: " + ("every trial runs its program to its end" if sched.open_ended
+                                                    else f"every trial trains {sched.max_t} {sched.time_unit}s"))
         else:
             lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
-                         f"max_t={sched.max_t} {sched.time_unit}s, reduction_factor={sched.reduction_factor:g}"
+                         f"{budget}, reduction_factor={sched.reduction_factor:g}"
                          + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
             how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
+            if sched.time_unit == "value":
+                how += f"; a {sched.time_unit} is one value of {s.metric.name} logged, as W&B's hyperband counts"
             lines.append(f"  rungs ({how})")
             lines += [f"    {line}" for line in self.schedule.describe()]
         r = s.resources
+        what = (f"{r.workers} process(es) of the program/trial" if self.runs_program
+                else f"{r.workers} DDP ranks/trial")
         lines += [
-            f"resources    {r.workers} DDP ranks/trial x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
-            f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial",
+            f"resources    {what} x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
+            f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial"
+            + (" (one, as W&B's agent runs it; resources.workers: N for N ranks)"
+               if self.runs_program and "resources" not in s.source else ""),
             f"cluster      {self.cluster.describe()}",
             *([] if self.runs_program else [f"training     {_describe_training(s.training)}"]),
             f"concurrency  {self.max_concurrent} trial(s) at once",
@@ -115,24 +122,30 @@ class SweepPlan:
         """The plan in two lines, for the head of a run's output (``describe`` has it all)."""
         s, r = self.spec, self.spec.resources
         method = _method_named(s.method)
+        open_ended = s.scheduler.open_ended
         if s.scheduler.type == "fifo":
-            schedule = f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
+            schedule = "fifo, each program to its end" if open_ended else f"fifo, {s.scheduler.max_t} " \
+                                                                           f"{s.scheduler.time_unit}s each"
         else:
-            rungs = ", ".join(str(e) for e in self.rungs)
-            schedule = f"{s.scheduler.type} (rungs at {s.scheduler.time_unit} {rungs}; max_t {s.scheduler.max_t})"
+            rungs = ", ".join(str(e) for e in self.rungs[:4]) + (", ..." if len(self.rungs) > 4 else "")
+            budget = "each program to its end" if open_ended else f"max_t {s.scheduler.max_t}"
+            schedule = f"{s.scheduler.type} (rungs at {s.scheduler.time_unit} {rungs}; {budget})"
         gpus = f" + {r.gpus_per_worker:g} GPU" if r.gpus_per_worker else ""
+        goal = f"{s.metric.goal} {s.metric.name}" if s.metric.declared else "no metric"
         return [
-            f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {s.metric.goal} {s.metric.name}",
+            f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {goal}",
             f"each trial {r.workers} DDP rank(s) x {r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
             f"on {self.cluster.describe() if self.cluster else 'this machine'}"
-            + ("; warm gangs" if self.warm_gangs else f"; program {self.spec.program}" if self.runs_program
+            + ("; warm gangs" if self.warm_gangs else f"; program {self.spec.program or 'of the command'}"
+               if self.runs_program
                else "; a fresh Ray Train run per trial"),
         ]
 
     def _describe_task(self) -> list[str]:
         if self.runs_program:
             where = self.spec.directory or "the working directory"
-            return [f"program      {self.spec.program}, run as W&B's agent runs it, from {where}",
+            return [f"program      {self.spec.program or '(none: the command names it)'}, run as W&B's agent runs "
+                    f"it, from {where}",
                     f"command      {self.first_command()}   (the first trial's)"]
         return [f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)")]
 
@@ -154,7 +167,18 @@ class SweepPlan:
         return f"a fresh Ray Train run per trial ({why})"
 
 
+def _describe_metric(spec: SweepSpec) -> str:
+    m = spec.metric
+    if not m.declared:
+        return ("none: as W&B runs a sweep without one, every trial runs to its end, none is stopped early "
+                "or ranked, and the results list what each logged")
+    return (f"{m.name} ({m.goal})"
+            + (f", the sweep stops starting trials once it reaches {m.target:g}" if m.target is not None else ""))
+
+
 def _describe_budget(schedule: Schedule) -> str:
+    if schedule.open_ended:
+        return "set by the program: a trial runs until its program ends (or a rung stops it)"
     expected = schedule.trial_epochs
     approx = "" if schedule.exact else "~"
     shown = f"{approx}{expected:.0f}"
@@ -192,7 +216,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
     """
     searcher, num_trials = registry.build_searcher(spec)
     if spec.runs_program and task is None:
-        resolved = ResolvedTask(f"program {spec.program}")
+        resolved = ResolvedTask(f"program {spec.program or ' '.join(spec.command or ())}")
     else:
         resolved = resolve_task(task if task is not None else spec.task)
     if resolved.task is not None:

@@ -26,6 +26,8 @@ from typing import Any
 SWEEP_FILE = "sweep.json"
 SUMMARY_FILE = "summary.json"
 BEST_CONFIG_FILE = "best_config.yaml"
+#: The driver's log: what Tune says of each failed trial, its traceback included (the console says one line).
+DRIVER_LOG_FILE = "driver.log"
 #: The sweep's report: one HTML page that opens offline (:mod:`tune_service.results.report`).
 REPORT_FILE = "report.html"
 #: A trial's directory is this prefix and its Tune trial id.

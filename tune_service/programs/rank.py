@@ -11,6 +11,7 @@ failure says.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -41,6 +42,7 @@ class ProgramRank:
         self.group: int | None = None  # the program's process group (its supervisor's)
         self.end_fd: int | None = None  # closing it tells the supervisor to end the program
         self.exit_path: Path | None = None
+        self.error_path: Path | None = None
         self.log_path: Path | None = None
         self.reports_path: Path | None = None
 
@@ -83,6 +85,9 @@ class ProgramRank:
             # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
             "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
             "TUNE_SERVICE_TRIAL": str(trial_file),
+            # As W&B's agent marks the sweep's run: the hook makes an init in a process with it the trial's
+            # run, and one in a process that removed it (W&B's cross-validation example) a run of its own.
+            "WANDB_RUN_ID": str((json.loads(hook).get("run") or {}).get("id") or ""),
             "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(max(1, int(_cpus())))),
         })
         gpus = ray.get_gpu_ids()
@@ -93,7 +98,10 @@ class ProgramRank:
             self.reports_path.touch()
             env["TUNE_SERVICE_REPORTS"] = str(self.reports_path)
         self.exit_path = work / f"rank_{self.rank}.exit"
-        self.exit_path.unlink(missing_ok=True)  # a rerun trial's directory may hold an earlier attempt's
+        self.error_path = work / f"rank_{self.rank}.error"
+        env["TUNE_SERVICE_ERROR"] = str(self.error_path)
+        for earlier in (self.exit_path, self.error_path):  # a rerun trial's directory may hold an earlier attempt's
+            earlier.unlink(missing_ok=True)
         read_fd, self.end_fd = os.pipe()
         supervisor = [sys.executable, "-I", "-S", str(SUPERVISOR), str(self.exit_path), str(self.grace_s),
                       str(read_fd), "--", *argv]
@@ -104,23 +112,30 @@ class ProgramRank:
         first.wait()  # it forks the supervisor and exits at once
         self.group = first.pid
 
-    def poll(self, reports_read: int) -> tuple[list[str], int | None]:
-        """The report lines after the first ``reports_read`` (rank 0; none elsewhere), and the program's
-        exit code (None while it runs). Lines are read only once complete."""
+    def poll(self, reports_read: int) -> tuple[list[str], int | None, str | None]:
+        """The report lines after the first ``reports_read`` (rank 0; none elsewhere), the program's exit
+        code (None while it runs), and the uncaught exception it raised, if any (its last line: the
+        program may raise and still not exit). Lines are read only once complete."""
         code = self._exit_code()
         lines: list[str] = []
         if self.reports_path is not None:
             text = self.reports_path.read_text(encoding="utf-8", errors="replace")
             complete = text[: text.rfind("\n") + 1].splitlines()
             lines = complete[reports_read:]
-        return lines, code
+        raised = None
+        if self.error_path is not None and self.error_path.is_file():
+            raised = self.error_path.read_text(encoding="utf-8", errors="replace").strip() or None
+        return lines, code, raised
 
     def output_tail(self, lines: int = ERROR_LINES) -> str:
-        """The last lines of the program's output."""
+        """The last lines of the program's own output, wandb's console lines (``wandb: ...``: where its
+        run is saved, how to sync it) left out; all of it is ``rank_<i>.log`` in the trial's ``program``
+        directory."""
         if self.log_path is None or not self.log_path.is_file():
             return ""
         with open(self.log_path, encoding="utf-8", errors="replace") as log:
-            return "\n".join(line.rstrip() for line in deque(log, maxlen=lines))
+            own = (line.rstrip() for line in log if not line.startswith("wandb:"))
+            return "\n".join(deque(own, maxlen=lines))
 
     def end(self) -> int | None:
         """End the program and everything it started, and return its exit code (None if it never

@@ -87,6 +87,14 @@ class SweepProgress(DriverCallback):
         return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
                            {IN_PROGRESS_KEY: True, "max_t": self.max_t, "time_unit": self.time_unit})
 
+    def interrupted(self) -> SweepResult:
+        """The sweep as it stands, its running trials ``interrupted``: what a driver that cannot wait for
+        Tune to stop writes (:mod:`~tune_service.execution.termination`)."""
+        trials = tuple(replace(t, status="interrupted") if t.status == "running" else t
+                       for t in list(self.trials.values()))
+        return SweepResult(self.experiment_dir, self.metric, self.mode, trials,
+                           best_trial(trials, self.metric, self.mode), {"max_t": self.max_t, "time_unit": self.time_unit})
+
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, "running", getattr(trial, "last_result", None) or {})

@@ -27,6 +27,7 @@ from tune_service.experiment.remote import is_remote, read_remote_text
 from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, TRIAL_DIR_PREFIX, atomic_write
 from tune_service.redaction import redact, redact_text
 from tune_service.spec.configs import plain
+from tune_service.spec.sweep import METRIC_VALUES_KEY
 
 #: Tune's bookkeeping keys, left out of a trial's metrics.
 TUNE_KEYS = frozenset({
@@ -38,11 +39,17 @@ TUNE_KEYS = frozenset({
 STOPPED_KEY = "stopped"
 #: The key of a summary whose sweep ran its time limit (``limits.sweep_s``): it can be resumed.
 TIME_LIMIT_KEY = "time_limit"
+#: The key of a summary whose sweep SIGTERM ended (:mod:`~tune_service.execution.termination`): ``SIGTERM``.
+SIGNAL_KEY = "ended_by_signal"
 #: The key of a summary written while the sweep ran (:mod:`~tune_service.results.progress`).
 IN_PROGRESS_KEY = "in_progress"
 #: The key of a W&B program trial's last report once its program has ended by itself (its exit code, 0):
 #: such a trial is ``completed`` whatever its steps, as its program decides its own length.
 PROGRAM_EXIT_KEY = "program_exit_code"
+#: Bookkeeping of a program's reports, left out of the columns of a sweep without a metric.
+UNRANKED_HIDDEN = ("step", METRIC_VALUES_KEY, PROGRAM_EXIT_KEY)
+#: How many logged values the table of a sweep without a metric shows (summary.json holds them all).
+LOGGED_COLUMNS = 6
 
 
 def ran_to_its_end(progress: int, max_t: int, last_report: Any) -> bool:
@@ -63,7 +70,10 @@ class TrialRecord:
     steps: int | None = None
 
     def progress(self, time_unit: str) -> int:
-        """How far the trial trained, in the scheduler's ``time_unit`` (``epoch`` or ``step``)."""
+        """How far the trial trained, in the scheduler's ``time_unit``: ``epoch``, ``step``, or ``value``
+        (the values of the sweep's metric a W&B program logged)."""
+        if time_unit == "value":
+            return int(self.metrics.get(METRIC_VALUES_KEY) or 0)
         return (self.steps or 0) if time_unit == "step" else self.epochs
 
 
@@ -80,8 +90,8 @@ class SweepResult:
     """What :func:`tune_service.run` returns and what ``summary.json`` holds."""
 
     experiment_dir: str
-    metric: str
-    mode: str  # "min" | "max"
+    metric: str | None  # None: a W&B program sweep without a metric (no trial ranked, none best)
+    mode: str | None  # "min" | "max"; None without a metric
     trials: tuple[TrialRecord, ...]
     best: TrialRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -120,13 +130,19 @@ class SweepResult:
         ranked = rank_trials(self.trials, self.metric, self.mode)
         rows = ranked[:top]
         keys = sorted({k for t in rows for k in t.config})
-        header = ["rank", "trial", "status", f"{self.time_unit}s", self.metric, *keys]
-        table = [header] + [
-            [str(i + 1), t.trial_id, t.status, str(t.progress(self.time_unit)),
-             format_value(t.metrics.get(self.metric)),
-             *(format_value(t.config.get(k)) for k in keys)]
-            for i, t in enumerate(rows)
-        ]
+        if self.metric is None:  # nothing ranks the trials: in their order, with what each logged last
+            keys += sorted({k for t in rows for k in t.metrics if k not in (*UNRANKED_HIDDEN, *keys)})[:LOGGED_COLUMNS]
+            header = ["trial", "status", f"{self.time_unit}s", *keys]
+            table = [header] + [[t.trial_id, t.status, str(t.progress(self.time_unit)),
+                                 *(format_value(t.config.get(k, t.metrics.get(k))) for k in keys)] for t in rows]
+        else:
+            header = ["rank", "trial", "status", f"{self.time_unit}s", self.metric, *keys]
+            table = [header] + [
+                [str(i + 1), t.trial_id, t.status, str(t.progress(self.time_unit)),
+                 format_value(t.metrics.get(self.metric)),
+                 *(format_value(t.config.get(k)) for k in keys)]
+                for i, t in enumerate(rows)
+            ]
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
         counts = {s: sum(t.status == s for t in self.trials) for s in ("completed", "stopped", "failed")}
@@ -149,22 +165,25 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def final_value(trial: TrialRecord, metric: str) -> float | None:
+def final_value(trial: TrialRecord, metric: str | None) -> float | None:
     """The trial's last reported value of ``metric``; None when it failed or has no finite value (such a
-    trial is never the best)."""
+    trial is never the best), or when the sweep has no metric."""
+    if metric is None:
+        return None
     value = trial.metrics.get(metric)
     if trial.status == "failed" or not is_number(value) or not math.isfinite(value):
         return None
     return float(value)
 
 
-def rank_trials(trials, metric: str, mode: str) -> list[TrialRecord]:
-    """Trials best first; those without a usable metric value (failed, missing, non-finite) last."""
+def rank_trials(trials, metric: str | None, mode: str | None) -> list[TrialRecord]:
+    """Trials best first; those without a usable metric value (failed, missing, non-finite) last. Without
+    a metric, in their order."""
     sign = 1.0 if mode == "min" else -1.0
     return sorted(trials, key=lambda t: (final_value(t, metric) is None, sign * (final_value(t, metric) or 0.0)))
 
 
-def best_trial(trials, metric: str, mode: str) -> TrialRecord | None:
+def best_trial(trials, metric: str | None, mode: str | None) -> TrialRecord | None:
     ranked = rank_trials(trials, metric, mode)
     return ranked[0] if ranked and final_value(ranked[0], metric) is not None else None
 

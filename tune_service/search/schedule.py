@@ -58,6 +58,9 @@ class Schedule:
     brackets: tuple[Bracket, ...]
     exact: bool
     unit: str = "epoch"
+    #: No budget of its own (a W&B program's trials end with their program): ``max_t`` is no budget, and
+    #: only the rungs a trial may meet are shown.
+    open_ended: bool = False
 
     @property
     def trial_epochs(self) -> float:
@@ -84,22 +87,34 @@ class Schedule:
         lines = []
         for i, bracket in enumerate(self.brackets):
             label = f"bracket {i + 1}: " if len(self.brackets) > 1 else ""
-            steps = " -> ".join(f"{self.unit} {r.epoch}: {count(r.trials)}" for r in bracket.rungs)
-            lines.append(f"{label}{steps} trial(s)")
+            rungs = bracket.rungs
+            more = ""
+            if self.open_ended:  # up to the rung one trial is expected to pass; the rest go on alike
+                shown = [r for r in rungs if r.epoch < self.max_t]
+                last = next((k for k, r in enumerate(shown) if r.trials <= 1), len(shown) - 1)
+                rungs, more = shown[: last + 1], f" -> ... (every x{self.eta_text} {self.unit}s, while the program logs)"
+            steps = " -> ".join(f"{self.unit} {r.epoch}: {count(r.trials)}" for r in rungs)
+            lines.append(f"{label}{steps} trial(s){more}")
         return lines
+
+    @property
+    def eta_text(self) -> str:
+        """The factor between the first two rungs, as text (``3``)."""
+        rungs = self.rung_epochs
+        return f"{rungs[1] / rungs[0]:g}" if len(rungs) > 1 else "?"
 
 
 def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = False) -> Schedule:
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
-    unit = scheduler.time_unit
+    unit, open_ended = scheduler.time_unit, scheduler.open_ended
     if scheduler.type == "fifo":
         brackets = (Bracket((Rung(scheduler.max_t, num_trials),)),)
-        return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit)
+        return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
     if scheduler.type == "asha":
         return Schedule("asha", num_trials, scheduler.max_t, (_asha_bracket(scheduler, num_trials),), exact=False,
-                        unit=unit)
+                        unit=unit, open_ended=open_ended)
     brackets = _hyperband_brackets(scheduler.max_t, scheduler.reduction_factor, num_trials, bohb)
-    return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True, unit=unit)
+    return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
 
 
 def asha_milestones(grace_period: float, max_t: float, eta: float) -> list[float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Hashable, Mapping
+from typing import Any, Hashable, Mapping, Sequence
 
 import yaml
 
@@ -46,8 +46,28 @@ def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, An
         _set_dotted(raw, key, value)
     spec = validate(raw, default_name=origin)
     if isinstance(source, (str, Path)) and not str(source).lstrip().startswith("{"):
-        spec = replace(spec, directory=str(Path(source).resolve().parent))  # where its program runs
+        spec_dir = Path(source).resolve().parent
+        where, note = (program_directory(spec.program, spec.command, spec_dir, Path.cwd()) if spec.runs_program
+                       else (spec_dir, None))
+        spec = replace(spec, directory=str(where), notes=(*spec.notes, *filter(None, [note])))  # where it runs
     return spec
+
+
+def program_directory(program: str | None, command: Sequence[str] | None, spec_dir: Path,
+                      cwd: Path) -> tuple[Path, str | None]:
+    """Where a W&B program runs, and a note when its program was found nowhere. W&B's agent runs it in the
+    agent's working directory, with ``program`` (or the files ``command`` names) relative to it; a sweep
+    file kept beside its program (``program: train.py``) is commonly run from elsewhere (``tune-run
+    project/sweep.yaml``). So: the spec file's directory when the program is there, else the working
+    directory when it is there, as under W&B's agent; else the spec file's directory, with a note."""
+    names = [program] if program else [t for t in command or () if "${" not in t and not t.startswith("-")]
+    for directory in (spec_dir, cwd):
+        if any((directory / name).is_file() for name in names):
+            return directory, None
+    if program:
+        return spec_dir, (f"program: {program!r} is neither beside the spec file ({spec_dir}) nor in the working "
+                          f"directory ({cwd}), where W&B's agent would look; trials run it from {spec_dir}")
+    return spec_dir, None
 
 
 def parse_override(text: str) -> tuple[str, Any]:

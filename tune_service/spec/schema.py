@@ -199,8 +199,11 @@ DESCRIPTIONS: dict[str, str] = {
     "scheduler.reduction_factor": "The factor between rungs: about one in reduction_factor trials that "
                                   "reach a rung goes on to the next.",
     "scheduler.time_unit": "What max_t, grace_period and the rungs count: epoch, or step (optimizer steps, "
-                           "for epochs too long to wait for; see training.report_every_steps).",
-    "resources.workers": "The number of DDP ranks of one trial.",
+                           "for epochs too long to wait for; see training.report_every_steps); for a W&B "
+                           "program, value (the default there): the values of the metric it has logged, as "
+                           "W&B's hyperband counts them.",
+    "resources.workers": "The number of DDP ranks of one trial (default 2; a W&B program's: 1, one process "
+                         "per trial as W&B's agent runs it).",
     "resources.cpus_per_worker": "CPUs reserved for each rank (may be fractional).",
     "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; may be fractional).",
     "training.precision": "The training precision: auto (bf16 where the device supports it, fp16 with a "

@@ -22,8 +22,11 @@ from tune_service.spec.wandb import WandbSettings
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb", "optuna")
 GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
-#: What the scheduler counts a trial's progress in; each is also the key of every report that holds it.
-TIME_UNITS = ("epoch", "step")
+#: What the scheduler counts a trial's progress in: epochs or optimizer steps of a task's trial, or (a W&B
+#: program's trial, as W&B's hyperband counts) the values of the sweep's metric the program has logged.
+TIME_UNITS = ("epoch", "step", "value")
+#: The report key of the ``value`` clock: how many values of the sweep's metric a program has logged.
+METRIC_VALUES_KEY = "metric_values"
 
 #: W&B keys that describe how W&B's agent launches a program: a spec with ``program`` and no ``task`` runs it.
 WANDB_AGENT_KEYS = ("program", "command")
@@ -34,7 +37,8 @@ WANDB_NOTED_KEYS = {
     "image_uri": "a W&B Launch image; here trials run in the Ray cluster's environment",
 }
 #: A program trial's budget when neither ``scheduler.max_t`` nor ``early_terminate.max_iter`` gives one:
-#: the program ends itself, as under W&B's agent, and the scheduler's rungs go on as far as it logs.
+#: the program ends itself, as under W&B's agent, and the scheduler's rungs go on as far as it logs. Never
+#: shown as a budget: the plan and the live view say that the program decides its length.
 PROGRAM_MAX_T = 1_000_000
 
 DEFAULT_RUN_CAP = 10
@@ -43,15 +47,26 @@ DEFAULT_RUN_CAP = 10
 @dataclass(frozen=True)
 class MetricSpec:
     """What the sweep optimises. With ``target``, no new trial starts once a result reaches it (W&B's
-    ``metric.target``); running trials finish."""
+    ``metric.target``); running trials finish.
 
-    name: str = "val_loss"
+    ``name`` None: a W&B program sweep whose file has no ``metric:`` (W&B accepts it for random and
+    grid): every trial runs to its end, none is stopped early or ranked, and the results list what each
+    logged."""
+
+    name: str | None = "val_loss"
     goal: str = "minimize"  # or "maximize"
     target: float | None = None
 
     @property
-    def mode(self) -> str:
-        """Ray Tune's spelling of the goal."""
+    def declared(self) -> bool:
+        """Whether the sweep has a metric at all (see ``name``)."""
+        return self.name is not None
+
+    @property
+    def mode(self) -> str | None:
+        """Ray Tune's spelling of the goal (None without a metric)."""
+        if self.name is None:
+            return None
         return "min" if self.goal == "minimize" else "max"
 
 
@@ -68,8 +83,14 @@ class SchedulerSpec:
 
     @property
     def time_attr(self) -> str:
-        """The report key the scheduler reads a trial's progress from (``epoch`` or ``step``)."""
-        return self.time_unit
+        """The report key the scheduler reads a trial's progress from (``epoch``, ``step``, or
+        :data:`METRIC_VALUES_KEY` for the ``value`` clock)."""
+        return METRIC_VALUES_KEY if self.time_unit == "value" else self.time_unit
+
+    @property
+    def open_ended(self) -> bool:
+        """Whether trials have no budget of their own: a program's trials end when their program ends."""
+        return self.max_t >= PROGRAM_MAX_T
 
 
 @dataclass(frozen=True)
@@ -174,8 +195,9 @@ class SweepSpec:
 
     @property
     def runs_program(self) -> bool:
-        """Whether the trials run ``program`` (a W&B sweep file without ``task``) rather than a task."""
-        return self.program is not None and not self.task
+        """Whether the trials run ``program`` with ``command`` (a W&B sweep file without ``task``: W&B's
+        agent runs a ``command`` without a ``program`` too) rather than a task."""
+        return (self.program is not None or self.command is not None) and not self.task
 
     @property
     def searcher(self) -> str:

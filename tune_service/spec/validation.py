@@ -76,13 +76,18 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     name = check.string("name", raw.get("name", default_name))
     description = check.string("description", raw.get("description", ""))
     method = check.choice("method", raw.get("method", "random"), METHODS)
-    metric = _metric(check, raw.get("metric", {}))
     parameters = _parameters(check, raw.get("parameters"))
-    runs_program = program is not None and "task" not in raw
+    runs_program = (program is not None or command is not None) and "task" not in raw  # as W&B's agent runs it
+    if runs_program and raw.get("metric") is None:
+        metric = MetricSpec(name=None)  # as W&B runs a sweep without a metric: see _without_metric
+        _without_metric(check, raw, method)
+    else:
+        metric = _metric(check, raw.get("metric", {}))
     task = "" if runs_program else _task(check, raw.get("task", "digits"))
     scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method,
                                                    runs_program), method, runs_program)
-    resources = _resources(check, raw.get("resources", {}))
+    # W&B's agent runs one process per trial; several ranks are asked for, never assumed.
+    resources = _resources(check, raw.get("resources", {}), ResourceSpec(workers=1) if runs_program else ResourceSpec())
     training = _training(check, raw.get("training", {}), resources)
     if training.report_every_steps and scheduler.time_unit != "step":
         check.fail("training.report_every_steps", f"needs scheduler.time_unit: step (the scheduler's rungs and "
@@ -133,6 +138,23 @@ def _program(check: Checker, raw: dict) -> tuple[str | None, tuple[str, ...] | N
     if program is None and any("${program}" in str(t) for t in command):
         check.fail("command", f"uses ${{program}} but the spec has no program, got {command!r}")
     return program, tuple(str(t) for t in command)
+
+
+def _without_metric(check: Checker, raw: dict, method: str) -> None:
+    """A program sweep without ``metric:``: W&B runs random and grid sweeps so (every run to its end, no
+    ranking) and refuses what needs a metric, as its sweep controller does: ``bayes`` ("Bayesian search
+    requires metric") and hyperband ("Hyperband stopping requires metric"). So do we, and so for every
+    searcher and scheduler that needs one."""
+    if method not in ("random", "grid"):
+        check.fail("method", f"{method} needs a metric to model (W&B refuses it without one too): add "
+                             f"metric: {{name: ..., goal: ...}}, or use random or grid, got {method!r}")
+    if raw.get("early_terminate") is not None:
+        check.fail("early_terminate", "needs a metric to compare runs by (W&B refuses hyperband without one "
+                                      "too): add metric: {name: ..., goal: ...}")
+    scheduler = raw.get("scheduler")
+    if isinstance(scheduler, dict) and scheduler.get("type", "fifo") != "fifo":
+        check.fail("scheduler.type", f"{scheduler['type']} needs a metric to compare trials by: add "
+                                     f"metric: {{name: ..., goal: ...}}, or use fifo, got {scheduler['type']!r}")
 
 
 def _metric(check: Checker, raw: Any) -> MetricSpec:
@@ -215,8 +237,9 @@ def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
 def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False) -> SchedulerSpec:
     """The ``scheduler`` block. A program trial counts its ``wandb.log`` steps, is stopped early only
     when the spec asks, and, unless a budget is given, runs until the program ends (:data:`PROGRAM_MAX_T`)."""
-    if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks
-        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="step", max_t=PROGRAM_MAX_T)
+    if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks,
+        # counted in values of the metric, as W&B's hyperband counts (run.metric_history), with no budget
+        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="value", max_t=PROGRAM_MAX_T)
     else:
         d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:
@@ -235,6 +258,9 @@ def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False
     eta = check.at_least("scheduler.reduction_factor", check.number("scheduler.reduction_factor",
                          raw.get("reduction_factor", d.reduction_factor)), 1, strictly=True)
     unit = check.choice("scheduler.time_unit", raw.get("time_unit", d.time_unit), TIME_UNITS)
+    if unit == "value" and not runs_program:
+        check.fail("scheduler.time_unit", "value (the values of the metric a W&B program logged) is for a "
+                                          "program's trials; a task's count epoch or step, got 'value'")
     return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor,
                          time_unit=unit or d.time_unit)
 
@@ -282,8 +308,8 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
 
 
-def _resources(check: Checker, raw: Any) -> ResourceSpec:
-    d = ResourceSpec()
+def _resources(check: Checker, raw: Any, d: ResourceSpec) -> ResourceSpec:
+    """The ``resources`` block over the defaults ``d`` (one rank for a W&B program, as its agent runs it)."""
     if not check.mapping("resources", raw):
         return d
     check.unknown_keys("resources", raw, RESOURCE_KEYS)

@@ -213,8 +213,9 @@ class WandbTracker(DriverCallback):
                              (*self.settings.tags, "sweep-summary"))
             run.log({"trials": wandb.Table(columns=columns, data=rows)})
             run.summary.update({"trial_counts": counts, "best_trial_id": best.trial_id if best else None,
-                                "best_config": redact(best.config) if best else None,
-                                f"best_{outcome.metric}": best.metrics.get(outcome.metric) if best else None})
+                                "best_config": redact(best.config) if best else None})
+            if outcome.metric is not None:
+                run.summary[f"best_{outcome.metric}"] = best.metrics.get(outcome.metric) if best else None
             run.finish()
 
         self._writer.submit(summary_id, "sweep summary", write)

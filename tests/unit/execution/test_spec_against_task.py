@@ -43,6 +43,7 @@ def test_a_parameter_the_task_does_not_take_is_refused_naming_the_nearest(tmp_pa
 
 def test_a_wandb_file_without_a_task_runs_its_program_and_is_not_checked_against_a_task(tmp_path, capsys,
                                                                                          forbid_ray_start):
+    (tmp_path / "train.py").write_text("import wandb\n")
     code, out, _ = dry_run(tmp_path, capsys, {"program": "train.py", "metric": {"name": "loss", "goal": "minimize"},
                                               "parameters": {"learning_rate": {"min": 0.001, "max": 0.1}}})
     assert code == cli.EXIT_OK

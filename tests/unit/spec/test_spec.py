@@ -157,11 +157,30 @@ def test_a_wandb_program_without_a_task_is_what_the_trials_run():
     spec = load_spec(minimal(program="train.py", command="${env} ${interpreter} ${program} --fast ${args}"))
     assert spec.runs_program and spec.task == "" and spec.program == "train.py"
     assert spec.command == ("${env}", "${interpreter}", "${program}", "--fast", "${args}")
-    # as under W&B's agent: no early stopping unless asked, the program's own length, counted in wandb.log steps
-    assert (spec.scheduler.type, spec.scheduler.time_unit, spec.scheduler.max_t) == ("fifo", "step", 1_000_000)
-    hyperband = load_spec(minimal(program="train.py", early_terminate={"type": "hyperband", "min_iter": 2}))
-    assert (hyperband.scheduler.type, hyperband.scheduler.grace_period, hyperband.scheduler.max_t) == (
-        "asha", 2, 1_000_000)
+    # as under W&B's agent: no early stopping unless asked, the program's own length, counted as W&B's
+    # hyperband counts (values of the metric), one process per trial
+    assert (spec.scheduler.type, spec.scheduler.time_unit, spec.scheduler.max_t) == ("fifo", "value", 1_000_000)
+    assert spec.scheduler.time_attr == "metric_values" and spec.scheduler.open_ended
+    assert spec.resources.workers == 1
+    hyperband = load_spec(minimal(program="train.py", metric={"name": "acc", "goal": "maximize"},
+                                  early_terminate={"type": "hyperband", "min_iter": 2}))
+    assert (hyperband.scheduler.type, hyperband.scheduler.grace_period, hyperband.scheduler.max_t,
+            hyperband.scheduler.time_unit) == ("asha", 2, 1_000_000, "value")
+    assert load_spec(minimal(program="train.py", resources={"workers": 2})).resources.workers == 2  # asked for
+    assert load_spec(minimal()).resources.workers == 2  # a task's trials: 2 DDP ranks by default
+
+
+def test_a_wandb_program_sweep_without_a_metric_runs_as_wandb_runs_it_and_refuses_what_needs_one():
+    """W&B accepts random and grid sweeps with no metric (its boolean-flags example has none): every run
+    goes to its end. It refuses bayes and hyperband without one; so do we (issue 38, 1)."""
+    spec = load_spec(minimal(program="train.py", method="grid", parameters={"a": {"values": [True, False]}}))
+    assert spec.metric.name is None and not spec.metric.declared and spec.metric.mode is None
+    assert spec.scheduler.type == "fifo"
+    assert problems(minimal(program="train.py", method="optuna"))[0].startswith("method: optuna needs a metric")
+    assert problems(minimal(program="train.py", scheduler={"type": "asha"})) == [
+        "scheduler.type: asha needs a metric to compare trials by: add metric: {name: ..., goal: ...}, or use "
+        "fifo, got 'asha'"]
+    assert load_spec(minimal()).metric.name == "val_loss"  # a task's sweep keeps its default metric
 
 
 def test_with_a_task_the_program_is_read_but_not_run():
@@ -211,3 +230,28 @@ def test_every_top_level_key_of_wandbs_sweep_configuration_is_accepted_one_note_
     assert [n.split(":")[0] for n in notes] == ["controller", "job", "image_uri"]
     assert notes[0] == ("controller: read, not used: W&B's sweep controller (local or cloud); here the tune-run "
                         "driver is the controller")
+
+
+def test_a_programs_directory_is_the_spec_files_or_else_the_working_directory_as_wandbs_agent_runs_it(
+        tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "analysis").mkdir(parents=True)
+    (repo / "analysis" / "train.py").write_text("")
+    beside = repo / "analysis" / "beside.yaml"
+    beside.write_text("program: train.py\nmethod: random\nparameters: {a: {values: [1]}}\n")
+    from_root = repo / "analysis" / "from_root.yaml"
+    from_root.write_text("program: analysis/train.py\nmethod: random\nparameters: {a: {values: [1]}}\n")
+    monkeypatch.chdir(repo)
+    assert load_spec(beside).directory == str(repo / "analysis")
+    assert load_spec(from_root).directory == str(repo)  # where W&B's agent runs it
+    monkeypatch.chdir(tmp_path)
+    nowhere = load_spec(from_root)  # the dry-run says so
+    assert nowhere.directory == str(repo / "analysis")
+    assert (f"program: 'analysis/train.py' is neither beside the spec file ({repo / 'analysis'}) nor in the working "
+            f"directory ({tmp_path}), where W&B's agent would look; trials run it from {repo / 'analysis'}"
+            in nowhere.notes)
+
+
+def test_a_command_without_a_program_runs_the_command_as_wandbs_agent_does():
+    spec = load_spec(minimal(command=["${env}", "python", "src/train.py", "--hidden_size", "128", "${args}"]))
+    assert spec.runs_program and spec.program is None and spec.task == ""

@@ -1,0 +1,1 @@
+# ANN Module - Neural Network Implementation

@@ -1,0 +1,1 @@
+# Utility modules for shared, reusable helper functions and small components used across the project
