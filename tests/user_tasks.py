@@ -60,6 +60,15 @@ def config_reporting_loop(config):
     ray.train.report({"score": score, "received": ",".join(sorted(received))})
 
 
+def diverging_loop(config):
+    """A plain train loop that reports ``quality * epoch`` each epoch, NaN at epoch 2 when ``diverge``."""
+    import ray.train
+
+    for epoch in range(1, 4):
+        score = float("nan") if config["diverge"] and epoch == 2 else float(config["quality"] * epoch)
+        ray.train.report({"epoch": epoch, "score": score})
+
+
 def two_argument_loop(config, dataset):
     """Not a train loop: Ray Train would call it with the config alone (a spec naming it is refused)."""
     raise AssertionError("never called")

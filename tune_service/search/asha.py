@@ -24,6 +24,7 @@ trial back, so the decisions after the resume are those the sweep would have mad
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ray.tune.experiment import Trial
@@ -31,6 +32,14 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tune_service.search.replay import RecordedTrial
 from tune_service.search.schedule import asha_milestones
+
+
+def non_finite(value: Any) -> bool:
+    """Whether a reported value of the metric is a number that is NaN or infinite. Such a value stops its
+    trial and never enters a rung: sorted among others a NaN falls by its order of arrival, and every
+    later cut at its rung would depend on it (Optuna's pruners prune NaN; Ray's ASHA skips it with
+    ``nanpercentile``)."""
+    return isinstance(value, (int, float)) and not math.isfinite(value)
 
 
 class PromotingASHA(FIFOScheduler):
@@ -72,7 +81,9 @@ class PromotingASHA(FIFOScheduler):
         resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
         for result in recorded.reported_once(resumes):
             time, value = result.get(self.time_attr), result.get(self._metric)
-            # As on_trial_result: a result at max_t ends the trial without a decision.
+            # As on_trial_result: a result at max_t ends the trial without a decision, a non-finite one unrecorded.
+            if non_finite(value):
+                break
             if isinstance(time, (int, float)) and isinstance(value, (int, float)) and time < self.max_t:
                 self._judge(trial.trial_id, time, self._sign * value)
 
@@ -80,13 +91,18 @@ class PromotingASHA(FIFOScheduler):
         time, value = result.get(self.time_attr), result.get(self._metric)
         if time is None or value is None:
             return TrialScheduler.CONTINUE
-        decision = TrialScheduler.STOP if time >= self.max_t else self._judge(trial.trial_id, time, self._sign * value)
+        if non_finite(value):
+            decision = TrialScheduler.STOP
+        elif time >= self.max_t:
+            decision = TrialScheduler.STOP
+        else:
+            decision = self._judge(trial.trial_id, time, self._sign * value)
         self.stopped += decision == TrialScheduler.STOP
         return decision
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict[str, Any]) -> None:
         time, value = result.get(self.time_attr), result.get(self._metric)
-        if time is not None and value is not None:
+        if time is not None and value is not None and not non_finite(value):
             self._judge(trial.trial_id, time, self._sign * value)  # recorded where it ended
 
     def _judge(self, trial_id: str, time: float, value: float) -> str:

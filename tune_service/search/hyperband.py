@@ -27,11 +27,12 @@ import sys
 from typing import Any, Mapping
 
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
+from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler, TrialScheduler
 from ray.tune.schedulers.hyperband import _Bracket
 
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.ray_internals import private
+from tune_service.search.asha import non_finite
 
 _ENDED = (Trial.TERMINATED, Trial.ERROR)
 
@@ -63,6 +64,11 @@ class WaitingHyperBand(HyperBandForBOHB):
             super().on_trial_add(tune_controller, trial)
         else:
             HyperBandScheduler.on_trial_add(self, tune_controller, trial)
+
+    def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
+        if non_finite(result.get(self._metric)):
+            return TrialScheduler.STOP  # never in the bracket: Tune then removes the trial from it
+        return super().on_trial_result(tune_controller, trial, result)
 
     def _process_bracket(self, tune_controller, bracket: _Bracket) -> str:
         paused = [t for t in bracket.current_trials() if t.status == Trial.PAUSED]
@@ -151,7 +157,8 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
     ended leave the bracket, as they did then. A trial that resumes is left holding its last result
     before its checkpoint: its results from the checkpoint on are delivered again.
     """
-    results = {t: recorded[t.trial_id].results if t.trial_id in recorded else () for t in bracket.current_trials()}
+    results = {t: _finite_prefix(recorded[t.trial_id].results, metric) if t.trial_id in recorded else ()
+               for t in bracket.current_trials()}
 
     def at_milestone(trial: Trial) -> dict | None:
         return next((r for r in results[trial] if r.get(time_attr, 0) >= bracket._cumul_r), None)
@@ -175,6 +182,13 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
         else:
             again = recorded[trial.trial_id].reported_once(resumes=True) if trial.trial_id in recorded else ()
             bracket._live_trials[trial] = again[-1] if again else None
+
+
+def _finite_prefix(results: tuple, metric: str) -> tuple:
+    """The results before the first non-finite value of ``metric``, where its trial was stopped and left
+    its bracket (:meth:`WaitingHyperBand.on_trial_result`)."""
+    end = next((i for i, r in enumerate(results) if non_finite(r.get(metric))), len(results))
+    return tuple(results[:end])
 
 
 def _halved(bracket: _Bracket, results: Mapping[Trial, tuple], max_t: int, time_attr: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Sequence
 
 from ray.tune.search import Searcher
 
+from tune_service.search.asha import non_finite
 from tune_service.search.spaces import Decoder, grid_points, grid_size, sample_flat
 from tune_service.spec.parameters import ParameterSpec
 
@@ -153,6 +154,8 @@ class TrialConfigs(Searcher):
         self.inner.on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and non_finite(result.get(self.metric)):
+            result, error = None, True  # a diverged trial: a failed point to the model, never a value
         if result and not error:
             self._check_target(trial_id, result)
         self.running.discard(trial_id)

@@ -3,6 +3,8 @@ sweep, without Ray running."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
@@ -119,3 +121,27 @@ def test_a_resumed_asha_holds_the_rungs_of_an_asha_that_never_stopped(unit):
     assert plain.on_trial_result(None, fresh, at(unit, 1, 0.6)) == TrialScheduler.CONTINUE
 
 
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_value_stops_its_trial_and_never_enters_a_rung(bad):
+    """A NaN sorted among numbers falls by its order of arrival: kept in a rung, every later cut there
+    would depend on it. It stops its trial, and the rung decides as if it had never come."""
+    scores = [5, 3, 4.5, 6, 1, 7]
+    with_bad = decisions(PromotingASHA, [scores[0], bad, *scores[1:]])
+    assert with_bad[1] == STOP
+    assert [with_bad[0], *with_bad[2:]] == decisions(PromotingASHA, scores)
+    asha = PromotingASHA(time_attr="epoch", max_t=9, grace_period=1, reduction_factor=3)
+    asha.set_search_properties("score", "max")
+    t = Trial("run_trial", trial_id="t", stub=True)
+    assert asha.on_trial_result(None, t, {"epoch": 1, "score": bad}) == STOP
+    asha.on_trial_complete(None, t, {"epoch": 1, "score": bad})
+    assert all(not rung for rung in asha.rungs.values())
+
+
+def test_a_resumed_asha_leaves_a_recorded_non_finite_value_out_of_its_rungs():
+    recorded = {"a": RecordedTrial(({"epoch": 1, "score": math.nan, "trial_id": "a"},), 0)}
+    asha = PromotingASHA(time_attr="epoch", max_t=9, grace_period=1, reduction_factor=3, recorded=recorded)
+    asha.set_search_properties("score", "max")
+    asha.on_trial_add(None, trial("a", Trial.TERMINATED))
+    assert all(not rung for rung in asha.rungs.values())

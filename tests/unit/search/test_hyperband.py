@@ -147,3 +147,28 @@ def test_a_trial_halved_out_after_the_last_saved_state_is_stopped_on_the_resume(
     resumed, trials, controller = resume(ResumedHyperBand, recorded(), saved_as_ended=(3,))
     assert trials[1].status == Trial.TERMINATED and trials[1] in controller.marked_for_saving
     assert resumed.choose_trial_to_run(controller) is not trials[1]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_value_stops_its_trial_outside_the_bracket_which_halves_the_rest(bad):
+    hyperband = scheduler(WaitingHyperBand)
+    trials = {n: new_trial(n) for n in (1, 2, 3)}
+    controller = Controller(hyperband, trials)
+    for trial in trials.values():
+        hyperband.on_trial_add(controller, trial)
+    assert deliver(hyperband, controller, trials[1], 1) == TrialScheduler.PAUSE
+    trials[3].set_status(Trial.RUNNING)
+    assert hyperband.on_trial_result(controller, trials[3], {"epoch": 1, "score": bad}) == TrialScheduler.STOP
+    hyperband.on_trial_complete(controller, trials[3], {"epoch": 1, "score": bad})
+    trials[3].set_status(Trial.TERMINATED)
+    bracket, _ = hyperband._trial_info[trials[2]]
+    assert trials[3] not in bracket.current_trials()
+    assert deliver(hyperband, controller, trials[2], 1) == TrialScheduler.CONTINUE  # the best of 1 and 2 goes on
+    assert trials[1].status == Trial.TERMINATED  # halved out
+
+
+def test_a_resumed_hyperband_leaves_a_recorded_non_finite_value_out_of_its_bracket():
+    from tune_service.search.hyperband import _finite_prefix
+
+    results = ({"epoch": 1, "score": 0.5}, {"epoch": 2, "score": float("nan")}, {"epoch": 3, "score": 0.9})
+    assert _finite_prefix(results, "score") == results[:1]

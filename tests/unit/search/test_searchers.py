@@ -159,3 +159,25 @@ def test_optuna_hears_a_stopped_trial_as_pruned_at_its_last_epoch_and_a_complete
     assert (b.state, b.value) == (TrialState.COMPLETE, 0.5)
     assert c.state == TrialState.FAIL
     assert _optuna_under("fifo").budget is None  # under FIFO a short trial ended by itself: complete
+
+
+def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_never_a_value():
+    """A NaN told to TPE as a value would be compared with every other (and become the worst completed
+    value a stopped trial is capped at): it is told as a failed trial instead."""
+    searcher, heard = _hyperopt_under("asha")
+    errors: list[str] = []
+    listening = type(searcher.inner)
+
+    class Failing(listening):
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            if error:
+                errors.append(trial_id)
+                return
+            listening.on_trial_complete(self, trial_id, result=result, error=error)
+
+    searcher.inner.__class__ = Failing
+    for trial_id in "ab":
+        searcher.suggest(trial_id)
+    searcher.on_trial_complete("a", {"val_loss": float("nan"), "epoch": 9})
+    searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9})
+    assert errors == ["a"] and heard == {"b": 0.5} and searcher.worst_completed == 0.5
