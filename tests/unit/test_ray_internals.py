@@ -64,3 +64,69 @@ def test_a_missing_private_name_is_an_error_that_names_it():
         private(Controller(), "_mark_trial_to_checkpoint")
     with pytest.raises(AssertionError, match="_something_else is not in INTERNALS"):
         private(Controller(), "_something_else")
+
+
+#: Private attributes of other libraries than Ray that the source reads, and why (not Ray's: not listed).
+NOT_RAYS = {"_orig_mod": "torch.compile's OptimizedModule: the module it compiled (training/wrapping.py)",
+            "_exit": "os._exit, the standard library's documented exit without clean-up"}
+#: The modules that are doors of their own: this one's twin for torch.
+OTHER_DOORS = ("ray_internals.py", "torch_internals.py")
+
+
+def foreign_private_accesses(source: str) -> list[str]:
+    """Every ``obj._name`` in ``source`` on something other than ``self`` or ``cls`` whose ``_name`` the
+    package does not define itself (a ``def _name``, a ``self._name =``, a module or class name): a
+    private name of another library, read around ray_internals."""
+    import ast
+
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        if node.attr in OWN_PRIVATE_NAMES or node.attr in NOT_RAYS:
+            continue
+        found.append(f"line {node.lineno}: .{node.attr}")
+    return sorted(found)
+
+
+def own_private_names() -> set[str]:
+    """The private names the package defines: functions, classes, attributes it assigns, module names."""
+    import ast
+    from pathlib import Path
+
+    names = set()
+    for path in Path(ray_internals.__file__).parent.rglob("*.py"):
+        names.add(path.stem)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return {n for n in names if n.startswith("_")}
+
+
+OWN_PRIVATE_NAMES = own_private_names()
+
+
+def test_no_private_name_of_ray_is_read_around_ray_internals():
+    """Every private Ray attribute goes through ``private()`` (one door, listed in INTERNALS); an AST walk
+    of the package finds any ``obj._name`` read directly, so the next one fails here."""
+    from pathlib import Path
+
+    package = Path(ray_internals.__file__).parent
+    found = {str(path.relative_to(package)): accesses for path in package.rglob("*.py")
+             if path.name not in OTHER_DOORS and (accesses := foreign_private_accesses(path.read_text(encoding="utf-8")))}
+    assert found == {}
+
+
+def test_the_guard_finds_a_planted_private_access():
+    planted = ("def restore(tuner, scheduler):\n"
+               "    tuner._local_tuner._tune_config.scheduler = scheduler\n"
+               "    return self_like._cumul_r\n")
+    assert foreign_private_accesses(planted) == ["line 2: ._local_tuner", "line 2: ._tune_config",
+                                                 "line 3: ._cumul_r"]

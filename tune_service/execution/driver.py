@@ -29,7 +29,7 @@ from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout, saving
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
-from tune_service.ray_internals import set_tune_trial_environment
+from tune_service.ray_internals import private, set_tune_trial_environment
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
@@ -74,7 +74,8 @@ class TunerRecipe:
 
         tuner = tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
                                    restart_errored=False, param_space=self.param_space)
-        tuner._local_tuner._tune_config.scheduler = self.tune_config.scheduler  # Ray 2.60 has no public setter
+        # Ray 2.60 has no public setter (the request upstream: docs/development.md)
+        private(private(tuner, "_local_tuner"), "_tune_config").scheduler = self.tune_config.scheduler
         return tuner
 
 

@@ -161,9 +161,9 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
                for t in bracket.current_trials()}
 
     def at_milestone(trial: Trial) -> dict | None:
-        return next((r for r in results[trial] if r.get(time_attr, 0) >= bracket._cumul_r), None)
+        return next((r for r in results[trial] if r.get(time_attr, 0) >= private(bracket, "_cumul_r")), None)
 
-    while bracket._halves > 0:
+    while private(bracket, "_halves") > 0:
         reached = {t: at_milestone(t) for t in bracket.current_trials()}
         for trial, result in list(reached.items()):
             if result is None and trial.status in _ENDED:  # ended before the milestone: it left then
@@ -172,7 +172,7 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
         if not reached or None in reached.values() or not (bracket.filled() or _halved(bracket, results, max_t,
                                                                                        time_attr)):
             break  # the halving is still to come
-        bracket._live_trials.update(reached)
+        private(bracket, "_live_trials").update(reached)  # the bracket's record of each trial's last result
         _, stopped = bracket.successive_halving(metric, metric_op)
         for trial in stopped:
             bracket.cleanup_trial(trial)
@@ -181,7 +181,7 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
             bracket.cleanup_trial(trial)
         else:
             again = recorded[trial.trial_id].reported_once(resumes=True) if trial.trial_id in recorded else ()
-            bracket._live_trials[trial] = again[-1] if again else None
+            private(bracket, "_live_trials")[trial] = again[-1] if again else None
 
 
 def _finite_prefix(results: tuple, metric: str) -> tuple:
@@ -194,7 +194,7 @@ def _finite_prefix(results: tuple, metric: str) -> tuple:
 def _halved(bracket: _Bracket, results: Mapping[Trial, tuple], max_t: int, time_attr: str) -> bool:
     """Whether a bracket that never filled was halved at its current milestone anyway (Ray halves it
     once no trial is left running): a trial went past the milestone, or one ended there."""
-    milestone = bracket._cumul_r
+    milestone = private(bracket, "_cumul_r")
     for trial, reported in results.items():
         times = [r.get(time_attr, 0) for r in reported]
         if any(t > milestone for t in times):
