@@ -1,5 +1,5 @@
 """Tasks for the warm-gang tests: one that leaves global state behind in its rank's process, one that
-records every time its data sets are built, one that fails on one rank."""
+records every time its data sets are built, one that fails on one rank; and a rank the tests look inside."""
 
 from __future__ import annotations
 
@@ -8,7 +8,27 @@ from pathlib import Path
 
 import torch
 
+from tune_service.execution.rank import RankWorker
 from tune_service.tasks.digits import Digits
+
+
+class InspectedRankWorker(RankWorker):
+    """A warm rank the tests can look inside: its process, scratch directory, environment and torch flags."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def scratch_path(self) -> str:
+        """Where this rank writes its checkpoints before its trial takes them."""
+        return str(self.scratch)
+
+    def environment_has(self, name: str) -> bool:
+        """Whether the variable is set in this rank's environment now."""
+        return name in os.environ
+
+    def flag_differences(self) -> dict:
+        """Torch flags that differ from this rank's baseline now (empty between trials)."""
+        return self.state.differences()
 
 
 class LeakyDigits(Digits):

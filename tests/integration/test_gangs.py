@@ -16,6 +16,7 @@ from tune_service.execution.gang import Gang, GangBroken, GangSettings
 from tune_service.spec import ExecutionSpec, ResourceSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.tasks import SealedTask, resolve_task
+from gang_tasks import InspectedRankWorker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -63,7 +64,7 @@ def pids(gang: Gang) -> list[int]:
 
 @pytest.fixture
 def gang(ray_cluster):
-    gang = Gang.build(GangSettings(ResourceSpec(workers=2)))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2)), worker=InspectedRankWorker)
     yield gang
     gang.shutdown("the test is over")
 
@@ -129,7 +130,7 @@ def test_a_rank_that_starts_removes_the_checkpoints_of_ranks_that_died_on_its_no
     """A rank killed with a checkpoint in hand cannot remove it; the next rank to start does."""
     import ray
 
-    gang = Gang.build(GangSettings(ResourceSpec(workers=1)))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=1)), worker=InspectedRankWorker)
     dead = Path(ray.get(gang.ranks[0].scratch_path.remote()))
     (dead / "epoch_0001_x").mkdir()
     (dead / "epoch_0001_x" / "state.pt").write_bytes(b"a checkpoint in hand")
@@ -138,7 +139,7 @@ def test_a_rank_that_starts_removes_the_checkpoints_of_ranks_that_died_on_its_no
     deadline = time.monotonic() + 30
     while psutil.pid_exists(pid) and time.monotonic() < deadline:  # ray.kill returns before the process ends
         time.sleep(0.1)
-    new = Gang.build(GangSettings(ResourceSpec(workers=1)))
+    new = Gang.build(GangSettings(ResourceSpec(workers=1)), worker=InspectedRankWorker)
     try:
         assert not dead.exists()
         assert Path(ray.get(new.ranks[0].scratch_path.remote())).is_dir()
@@ -147,7 +148,8 @@ def test_a_rank_that_starts_removes_the_checkpoints_of_ranks_that_died_on_its_no
 
 
 def test_a_gang_is_rebuilt_after_its_trial_budget(ray_cluster):
-    gang = Gang.build(GangSettings(ResourceSpec(workers=2), ExecutionSpec(recycle_after_trials=2)))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2), ExecutionSpec(recycle_after_trials=2)),
+                      worker=InspectedRankWorker)
     try:
         run(gang, trial("digits", epochs=1))
         assert gang.retired is None
@@ -163,7 +165,7 @@ def test_on_a_gpu_a_reused_gang_repeats_a_trial_bit_for_bit_and_keeps_none_of_it
     its trials; their tensors do not."""
     import ray
 
-    gang = Gang.build(GangSettings(ResourceSpec(workers=1, gpus_per_worker=1)))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=1, gpus_per_worker=1)), worker=InspectedRankWorker)
     try:
         first = run(gang, trial("digits", lr=0.01))
         assert gang.retired is None  # the gang retires a rank that still holds CUDA memory
@@ -185,7 +187,7 @@ def test_on_two_gpus_a_reused_nccl_gang_repeats_a_trial_bit_for_bit(ray_cluster)
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs: NCCL refuses two ranks on one GPU")
-    gang = Gang.build(GangSettings(ResourceSpec(workers=2, gpus_per_worker=1)))
+    gang = Gang.build(GangSettings(ResourceSpec(workers=2, gpus_per_worker=1)), worker=InspectedRankWorker)
     try:
         assert gang.settings.backend == "nccl"
         ranks = pids(gang)

@@ -82,14 +82,15 @@ class Gang:
         self._first_health: list[RankHealth] | None = None
 
     @classmethod
-    def build(cls, settings: GangSettings, placement_group: Any = None, secrets: Any = None) -> "Gang":
+    def build(cls, settings: GangSettings, placement_group: Any = None, secrets: Any = None,
+              worker: type[RankWorker] = RankWorker) -> "Gang":
         """Start the ranks (rank i in bundle i of ``placement_group``, else anywhere the cluster has room)
-        and join them in one process group."""
+        and join them in one process group. ``worker``: the rank's class (tests look inside a subclass)."""
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         started = time.monotonic()
-        actor = ray.remote(RankWorker)
+        actor = ray.remote(worker)
         ranks = []
         r = settings.resources
         for rank in range(r.workers):

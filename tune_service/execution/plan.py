@@ -57,10 +57,13 @@ class SweepPlan:
         return self.spec.runs_program and self.task.task is None and self.task.train_loop is None
 
     def first_command(self) -> str:
-        """The command line the sweep's first trial would run (a new searcher's first suggestion)."""
+        """The command line the sweep's first trial would run: the first suggestion of a copy of the
+        plan's searcher (the searcher itself is left as it is, for the sweep)."""
+        import copy
+
         from tune_service.programs.command import expand, shown
 
-        first = registry.build_searcher(self.spec)[0].suggest("dry-run")
+        first = copy.deepcopy(self.searcher).suggest("dry-run")
         return shown(expand(self.spec.command, self.spec.program or "", first or {},
                             args_json_file="TRIAL_DIR/program/args.json"))
 

@@ -29,7 +29,6 @@ import queue
 import shutil
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,6 @@ class RankHealth:
 
     rss_mib: float
     cuda_allocated_bytes: int
-    threads: int
     child_processes: int
 
 
@@ -221,24 +219,9 @@ class RankWorker:
         return RankHealth(
             rss_mib=_resident_mib(),
             cuda_allocated_bytes=torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0,
-            threads=threading.active_count(),
             child_processes=len(multiprocessing.active_children()),
         )
 
-    def pid(self) -> int:
-        return os.getpid()
-
-    def scratch_path(self) -> str:
-        """Where this rank writes its checkpoints before its trial takes them; for tests."""
-        return str(self.scratch)
-
-    def environment_has(self, name: str) -> bool:
-        """Whether the variable is set in this rank's environment now; for tests."""
-        return name in os.environ
-
-    def flag_differences(self) -> dict[str, tuple[Any, Any]]:
-        """Torch flags that differ from this rank's baseline now (empty between trials); for tests."""
-        return self.state.differences()
 
 
 def scratch_directory() -> Path:

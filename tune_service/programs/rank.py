@@ -45,6 +45,8 @@ class ProgramRank:
         self.error_path: Path | None = None
         self.log_path: Path | None = None
         self.reports_path: Path | None = None
+        self._report_lines: list[str] = []  # rank 0's complete report lines so far
+        self._reports_offset = 0  # the bytes of the reports file they came from
 
     def address(self) -> tuple[str, int]:
         """Where the other ranks find rank 0 (MASTER_ADDR/PORT): :func:`master_address` on this node."""
@@ -119,9 +121,13 @@ class ProgramRank:
         code = self._exit_code()
         lines: list[str] = []
         if self.reports_path is not None:
-            text = self.reports_path.read_text(encoding="utf-8", errors="replace")
-            complete = text[: text.rfind("\n") + 1].splitlines()
-            lines = complete[reports_read:]
+            with open(self.reports_path, "rb") as reports:  # only what was written since the last look
+                reports.seek(self._reports_offset)
+                written = reports.read()
+            complete = written.rfind(b"\n") + 1
+            self._report_lines += written[:complete].decode("utf-8", errors="replace").splitlines()
+            self._reports_offset += complete
+            lines = self._report_lines[reports_read:]
         raised = None
         if self.error_path is not None and self.error_path.is_file():
             raised = self.error_path.read_text(encoding="utf-8", errors="replace").strip() or None

@@ -416,17 +416,3 @@ def _typed(p: ParameterSpec, value: Any) -> Any:
         return int(round(value))
     return float(value)
 
-
-def check(params: Sequence[ParameterSpec], searcher: str) -> None:
-    """Raise :class:`SpecError` if ``searcher`` cannot express one of ``params``."""
-    if searcher == "random":
-        check_random(params)
-    elif searcher == "grid":
-        next(grid_points(params), None)
-    elif searcher == "hyperopt":
-        hyperopt_space(params)
-    elif searcher == "bohb":
-        config_space(params, seed=0)
-    elif searcher == "optuna":
-        check_optuna(params)
-

@@ -11,6 +11,7 @@ from tune_service.errors import TaskError
 from tune_service.execution.driver import build_tuner
 from tune_service.execution.plan import make_plan
 from tune_service.execution.resources import ClusterResources
+from tune_service.search import registry
 from tune_service.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -158,3 +159,15 @@ def test_cli_results_of_a_directory_without_a_summary_is_one_line_exit_2(tmp_pat
     assert cli.main(["results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: results: ") and "has neither summary.json nor sweep.json" in err and err.count("\n") == 1
+
+
+def test_the_plans_first_command_comes_from_its_own_searcher_left_as_it_was(monkeypatch):
+    """The plan builds the searcher once; the dry-run's first command is a copy's first suggestion, and
+    the sweep's first trial is the same one."""
+    spec = load_spec({"program": "train.py", "method": "bayes", "metric": {"name": "loss", "goal": "minimize"},
+                      "parameters": {"lr": {"min": 0.001, "max": 0.1}}})
+    plan = make_plan(spec, TWO_CPUS)
+    monkeypatch.setattr(registry, "build_searcher", lambda *a: pytest.fail("a second searcher was built"))
+    command = plan.first_command()
+    first = plan.searcher.suggest("the first trial")
+    assert command.endswith(f"--lr={first['lr']}")
