@@ -181,3 +181,10 @@ def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_ne
     searcher.on_trial_complete("a", {"val_loss": float("nan"), "epoch": 9})
     searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9})
     assert errors == ["a"] and heard == {"b": 0.5} and searcher.worst_completed == 0.5
+
+
+def test_optunas_tpe_is_built_with_its_settings_stated_not_left_to_the_installed_major():
+    """Optuna 5 made multivariate TPE with the constant liar its default; Optuna 4 uses neither. The
+    extra allows both majors, so the sampler says which it is (Optuna's own attributes, read here only)."""
+    sampler = _optuna_under("asha").inner._sampler
+    assert (sampler._multivariate, sampler._constant_liar) == (True, True)
