@@ -137,7 +137,8 @@ class SweepPlan:
         goal = f"{s.metric.goal} {s.metric.name}" if s.metric.declared else "no metric"
         return [
             f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {goal}",
-            f"each trial {r.workers} DDP rank(s) x {r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
+            f"each trial {r.workers} {'process(es) of the program' if self.runs_program else 'DDP rank(s)'} x "
+            f"{r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
             f"on {self.cluster.describe() if self.cluster else 'this machine'}"
             + ("; warm gangs" if self.warm_gangs else f"; program {self.spec.program or 'of the command'}"
                if self.runs_program

@@ -47,7 +47,7 @@ IN_PROGRESS_KEY = "in_progress"
 #: such a trial is ``completed`` whatever its steps, as its program decides its own length.
 PROGRAM_EXIT_KEY = "program_exit_code"
 #: Bookkeeping of a program's reports, left out of the columns of a sweep without a metric.
-UNRANKED_HIDDEN = ("step", METRIC_VALUES_KEY, PROGRAM_EXIT_KEY)
+UNRANKED_HIDDEN = ("step", "experiment_tag", METRIC_VALUES_KEY, PROGRAM_EXIT_KEY)
 #: How many logged values the table of a sweep without a metric shows (summary.json holds them all).
 LOGGED_COLUMNS = 6
 

@@ -85,7 +85,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         metric = _metric(check, raw.get("metric", {}))
     task = "" if runs_program else _task(check, raw.get("task", "digits"))
     scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method,
-                                                   runs_program), method, runs_program)
+                                                   runs_program), method, runs_program, metric.declared)
     # W&B's agent runs one process per trial; several ranks are asked for, never assumed.
     resources = _resources(check, raw.get("resources", {}), ResourceSpec(workers=1) if runs_program else ResourceSpec())
     training = _training(check, raw.get("training", {}), resources)
@@ -234,12 +234,15 @@ def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
     return check.integer("run_cap", raw, minimum=1)
 
 
-def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False) -> SchedulerSpec:
-    """The ``scheduler`` block. A program trial counts its ``wandb.log`` steps, is stopped early only
-    when the spec asks, and, unless a budget is given, runs until the program ends (:data:`PROGRAM_MAX_T`)."""
+def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False,
+               has_metric: bool = True) -> SchedulerSpec:
+    """The ``scheduler`` block. A program trial counts the values of the metric it logs (its ``wandb.log``
+    steps, without a metric), is stopped early only when the spec asks, and, unless a budget is given,
+    runs until the program ends (:data:`PROGRAM_MAX_T`)."""
     if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks,
         # counted in values of the metric, as W&B's hyperband counts (run.metric_history), with no budget
-        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="value", max_t=PROGRAM_MAX_T)
+        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="value" if has_metric else "step",
+                          max_t=PROGRAM_MAX_T)
     else:
         d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:

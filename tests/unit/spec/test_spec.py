@@ -158,9 +158,10 @@ def test_a_wandb_program_without_a_task_is_what_the_trials_run():
     assert spec.runs_program and spec.task == "" and spec.program == "train.py"
     assert spec.command == ("${env}", "${interpreter}", "${program}", "--fast", "${args}")
     # as under W&B's agent: no early stopping unless asked, the program's own length, counted as W&B's
-    # hyperband counts (values of the metric), one process per trial
-    assert (spec.scheduler.type, spec.scheduler.time_unit, spec.scheduler.max_t) == ("fifo", "value", 1_000_000)
-    assert spec.scheduler.time_attr == "metric_values" and spec.scheduler.open_ended
+    # hyperband counts (values of the metric; without one, its logs), one process per trial
+    assert (spec.scheduler.type, spec.scheduler.time_unit, spec.scheduler.max_t) == ("fifo", "step", 1_000_000)
+    with_metric = load_spec(minimal(program="train.py", metric={"name": "acc", "goal": "maximize"})).scheduler
+    assert (with_metric.time_unit, with_metric.time_attr, with_metric.open_ended) == ("value", "metric_values", True)
     assert spec.resources.workers == 1
     hyperband = load_spec(minimal(program="train.py", metric={"name": "acc", "goal": "maximize"},
                                   early_terminate={"type": "hyperband", "min_iter": 2}))
