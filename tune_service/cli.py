@@ -70,7 +70,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
     p.add_argument("--storage", default="experiments",
-                   help="directory that holds experiments, or a URI such as s3://bucket/prefix (default: ./experiments)")
+                   help="directory that holds experiments, or a URI such as s3://bucket/prefix "
+                        "(default: ./experiments)")
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
     _add_output(p)
     _add_common(p)

@@ -6,8 +6,8 @@ the head) one entrypoint: ``tune-run SPEC_FILE --address auto`` with the experim
 The spec travels as a file (:data:`SPEC_FILE`) in the job's working directory, not in the entrypoint,
 which the Jobs API keeps and its dashboard shows. The user's task code travels in the job's runtime
 environment (``working_dir``, ``py_modules``, ``pip``), which Ray gives every process of the job: the
-driver, the trials and every rank. The experiment directory must be on storage that every node sees and that the caller of
-:meth:`SweepJob.results` can read (a shared path mounted at the same place everywhere).
+driver, the trials and every rank. The experiment directory must be on storage that every node sees and
+that the caller of :meth:`SweepJob.results` can read (a shared path mounted at the same place everywhere).
 
 Stopping: Ray sends the entrypoint SIGTERM; ``tune-run`` takes it as Ctrl+C, so Tune saves the
 experiment's state, ends its trials and ``summary.json`` records what finished (the rest

@@ -299,7 +299,8 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         # on the workers Ray keeps ready (see trial_actors).
         ready_workers = (trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program
                          else contextlib.nullcontext())
-        termination = Termination(progress, f"resume with: tune-run --resume {remote.uri if remote else experiment_dir}")
+        resume_line = f"resume with: tune-run --resume {remote.uri if remote else experiment_dir}"
+        termination = Termination(progress, resume_line)
         with termination, settings, _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE), \
                 ready_workers, \
                 view or contextlib.nullcontext():

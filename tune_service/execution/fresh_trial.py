@@ -47,7 +47,7 @@ def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> d
     plain user ``train_loop_per_worker`` that reports its own shard's numbers gets the mean over ranks.
     """
     combined = dict(per_rank[0])
-    for key, value in per_rank[0].items():
+    for key in per_rank[0]:
         values = [m.get(key) for m in per_rank]
         numeric = all(isinstance(v, Number) and not isinstance(v, bool) for v in values)
         if numeric and len(set(values)) > 1:

@@ -235,7 +235,7 @@ def worn_out(settings: GangSettings, trials_run: int, first: list[RankHealth], n
     the gang's first trial; ``now``: after the last one."""
     if trials_run >= settings.execution.recycle_after_trials:
         return f"it ran {trials_run} trials (execution.recycle_after_trials)"
-    for rank, (before, after) in enumerate(zip(first, now)):
+    for rank, (before, after) in enumerate(zip(first, now, strict=True)):
         if after.cuda_allocated_bytes > 0:
             return f"rank {rank} still holds {after.cuda_allocated_bytes} bytes of CUDA memory after its trial"
         growth = after.rss_mib - before.rss_mib

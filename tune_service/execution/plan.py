@@ -90,7 +90,7 @@ class SweepPlan:
         budget = ("no max_t: each program runs until it ends" if sched.open_ended
                   else f"max_t={sched.max_t} {sched.time_unit}s")
         if sched.type == "fifo":
-            lines.append(f"scheduler    fifo: " + ("every trial runs its program to its end" if sched.open_ended
+            lines.append("scheduler    fifo: " + ("every trial runs its program to its end" if sched.open_ended
                                                     else f"every trial trains {sched.max_t} {sched.time_unit}s"))
         else:
             lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "

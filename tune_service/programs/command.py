@@ -92,7 +92,7 @@ def expand(command: str | Sequence[str] | None, program: str, params: Mapping[st
             argv += lists[token]
             continue
 
-        def one(match: re.Match) -> str:
+        def one(match: re.Match, token: str = token) -> str:  # the token of this round of the loop
             macro = match.group(0)
             if macro in single:
                 return single[macro]

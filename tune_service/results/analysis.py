@@ -234,7 +234,8 @@ class SweepResults:
 
         load_spec(source)  # what it writes runs
         if path is not None:
-            header = [f"# The best configuration of the sweep in {self.experiment_dir}, trained once: tune-run this file."]
+            header = [f"# The best configuration of the sweep in {self.experiment_dir}, trained once: "
+                      f"tune-run this file."]
             task_object = (self._saved or {}).get("task_object")
             if task_object:
                 header.append(f"# The sweep ran with a task object ({task_object}): pass it again, "

@@ -92,8 +92,9 @@ class SweepProgress(DriverCallback):
         Tune to stop writes (:mod:`~tune_service.execution.termination`)."""
         trials = tuple(replace(t, status="interrupted") if t.status == "running" else t
                        for t in list(self.trials.values()))
-        return SweepResult(self.experiment_dir, self.metric, self.mode, trials,
-                           best_trial(trials, self.metric, self.mode), {"max_t": self.max_t, "time_unit": self.time_unit})
+        best = best_trial(trials, self.metric, self.mode)
+        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
+                           {"max_t": self.max_t, "time_unit": self.time_unit})
 
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -184,7 +184,7 @@ def parameter_importance(result: SweepResult) -> dict[str, float] | None:
     total = float(shares.sum())
     if total <= 0.0:
         return None
-    ranked = sorted(zip(keys, (float(s) / total for s in shares)), key=lambda pair: -pair[1])
+    ranked = sorted(zip(keys, (float(s) / total for s in shares), strict=True), key=lambda pair: -pair[1])
     return dict(ranked)
 
 
@@ -220,7 +220,7 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
     legend_shown = set()
     for trial in sorted(drawn, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
         status, best = trial.record.status, trial.record.trial_id == best_id
-        times, values = zip(*trial.history)
+        times, values = zip(*trial.history, strict=True)
         figure.add_trace(go.Scatter(
             x=list(times), y=list(values), mode="lines+markers",
             name=f"best: {html.escape(trial.record.trial_id)}" if best else status,
@@ -305,7 +305,7 @@ def _best_traces(result: SweepResult, trials: list[_Trial], xs: list[float]):
     import plotly.graph_objects as go
 
     values = [t.value for t in trials]
-    points = [(x, t) for x, t in zip(xs, trials) if t.value is not None]
+    points = [(x, t) for x, t in zip(xs, trials, strict=True) if t.value is not None]
     return [
         go.Scatter(x=[x for x, _ in points], y=[t.value for _, t in points], mode="markers",
                    name="a trial's final value (colour: its status)",

@@ -120,7 +120,8 @@ class SweepResult:
             "experiment_dir": self.experiment_dir,
             "metric": self.metric,
             "mode": self.mode,
-            "best": None if best is None else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics},
+            "best": (None if best is None
+                     else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics}),
             "trials": [asdict(t) for t in self.trials],
             **self.extra,
         }
@@ -144,7 +145,7 @@ class SweepResult:
                 for i, t in enumerate(rows)
             ]
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
         counts = {s: sum(t.status == s for t in self.trials) for s in ("completed", "stopped", "failed")}
         for rare in ("interrupted", "running"):
             if n := sum(t.status == rare for t in self.trials):

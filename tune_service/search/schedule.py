@@ -92,7 +92,8 @@ class Schedule:
             if self.open_ended:  # up to the rung one trial is expected to pass; the rest go on alike
                 shown = [r for r in rungs if r.epoch < self.max_t]
                 last = next((k for k, r in enumerate(shown) if r.trials <= 1), len(shown) - 1)
-                rungs, more = shown[: last + 1], f" -> ... (every x{self.eta_text} {self.unit}s, while the program logs)"
+                rungs = shown[: last + 1]
+                more = f" -> ... (every x{self.eta_text} {self.unit}s, while the program logs)"
             steps = " -> ".join(f"{self.unit} {r.epoch}: {count(r.trials)}" for r in rungs)
             lines.append(f"{label}{steps} trial(s){more}")
         return lines

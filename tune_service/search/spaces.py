@@ -55,14 +55,15 @@ def masses(p: ParameterSpec) -> list[float]:
         return [1.0 / len(values)] * len(values)
     s = p.shape
     law = s.law()
-    edges = [s.low, *((a + b) / 2 for a, b in zip(values, values[1:])), s.high]
+    edges = [s.low, *((a + b) / 2 for a, b in itertools.pairwise(values)), s.high]
     cdf = law.cdf(edges)
     total = cdf[-1] - cdf[0]
-    return [float((hi - lo) / total) for lo, hi in zip(cdf, cdf[1:])]
+    return [float((hi - lo) / total) for lo, hi in itertools.pairwise(cdf)]
 
 
 def _refuse(p: ParameterSpec, searcher: str, reason: str, alternatives: str) -> SpecError:
-    return SpecError([Problem(f"parameters.{p.name}", f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")])
+    return SpecError([Problem(f"parameters.{p.name}",
+                              f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")])
 
 
 def _listed(p: ParameterSpec, searcher: str) -> list:
@@ -126,7 +127,8 @@ def grid_points(params: Sequence[ParameterSpec]) -> Iterator[dict[str, Any]]:
     axes = []
     for p in params:
         if support(p) is None:
-            reason = "a continuous range has no finite grid" if p.shape.bounded else "an unbounded law has no finite grid"
+            reason = ("a continuous range has no finite grid" if p.shape.bounded
+                      else "an unbounded law has no finite grid")
             raise _refuse(p, "grid", reason, "list the points with `values: [...]`, use a q_ form with bounds, "
                                              "or use method random, bayes or bohb")
         axes.append((p, _listed(p, "grid")))
@@ -196,7 +198,8 @@ def _hyperopt_level(level: list[ParameterSpec], children: dict, tag: str) -> dic
             continue
         branches = [{p.name: v, **_hyperopt_level([k for k in kids if v in k.when[0][1]], children,
                                                   f"{tag}|{p.name}={v}")} for v in p.values]
-        space[_BRANCH + p.name] = (hp.pchoice(label, list(zip(p.probabilities, branches))) if p.probabilities
+        space[_BRANCH + p.name] = (hp.pchoice(label, list(zip(p.probabilities, branches, strict=True)))
+                                   if p.probabilities
                                    else hp.choice(label, branches))
     return space
 
@@ -207,7 +210,7 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
 
     if p.distribution == "categorical":
         if p.probabilities:
-            return hp.pchoice(label, list(zip(p.probabilities, p.values)))
+            return hp.pchoice(label, list(zip(p.probabilities, p.values, strict=True)))
         return hp.choice(label, list(p.values))
     s = p.shape
     if p.distribution == "int_uniform":  # ordinal for TPE, every integer the same width
@@ -217,7 +220,9 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
         # hyperopt's quniform/qloguniform round past the bounds and give the ends half a cell; the exact
         # multiples with their declared masses keep every value inside [min, max].
         values = _listed(p, "hyperopt")
-        return hp.choice(label, values) if s.equal_mass else hp.pchoice(label, list(zip(masses(p), values)))
+        if s.equal_mass:
+            return hp.choice(label, values)
+        return hp.pchoice(label, list(zip(masses(p), values, strict=True)))
     if s.base == "uniform":
         return hp.uniform(label, s.low, s.high)
     if s.base == "loguniform":
@@ -265,7 +270,8 @@ def _config_hyperparameter(CS, p: ParameterSpec):
     if p.distribution == "categorical":
         if not all(isinstance(v, _CS_SCALARS) for v in p.values):
             raise _refuse(p, "bohb", "ConfigSpace choices must be scalars", "use scalar values")
-        return CS.CategoricalHyperparameter(n, list(p.values), weights=list(p.probabilities) if p.probabilities else None)
+        weights = list(p.probabilities) if p.probabilities else None
+        return CS.CategoricalHyperparameter(n, list(p.values), weights=weights)
     s = p.shape
     if p.distribution == "int_uniform":
         return CS.UniformIntegerHyperparameter(n, s.low, s.high)

@@ -194,7 +194,8 @@ class ParameterSpec:
             text = f"categorical {list(self.values)}{weights}"
         else:
             s = self.shape
-            law = {"uniform": "uniform", "loguniform": "log-uniform", "normal": f"normal(mu={s.mu:g}, sigma={s.sigma:g})",
+            law = {"uniform": "uniform", "loguniform": "log-uniform",
+                   "normal": f"normal(mu={s.mu:g}, sigma={s.sigma:g})",
                    "lognormal": f"exp(normal(mu={s.mu:g}, sigma={s.sigma:g}))",
                    "beta": f"beta(a={s.a:g}, b={s.b:g})"}[s.base]
             bounds = f" on [{s.low:g}, {s.high:g}]" if s.bounded else ""

@@ -77,7 +77,7 @@ def _type(node: dict, defs: dict) -> str:
     if "const" in node:
         return f"`{_yaml(node['const'])}`"
     for combinator in ("anyOf", "oneOf"):
-        if combinator in node and not (_mapping(node) is node):
+        if combinator in node and _mapping(node) is not node:
             parts = []
             for part in node[combinator]:
                 text = _type(part, defs)

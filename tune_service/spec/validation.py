@@ -108,7 +108,8 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     return SweepSpec(
         name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters, task=task,
         scheduler=scheduler, resources=resources, training=training, seed=seed, description=description,
-        wandb=wandb, failure=failure, execution=execution, limits=limits, notes=tuple(check.notes), source=copy.deepcopy(raw),
+        wandb=wandb, failure=failure, execution=execution, limits=limits, notes=tuple(check.notes),
+        source=copy.deepcopy(raw),
         program=program, command=command,
     )
 
@@ -305,8 +306,8 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
                             raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
     positive = {}
     for key in ("max_memory_growth_mib", "collective_timeout_s"):
-        value = check.at_least(f"execution.{key}", check.number(f"execution.{key}", raw.get(key, getattr(defaults, key))),
-                               0, strictly=True)
+        given = check.number(f"execution.{key}", raw.get(key, getattr(defaults, key)))
+        value = check.at_least(f"execution.{key}", given, 0, strictly=True)
         positive[key] = value if value is not None else getattr(defaults, key)
     return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
 
@@ -369,7 +370,8 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
         profile_steps=profile_steps,
         oom_retry=check.boolean("training.oom_retry", get("oom_retry", d.oom_retry)),
         report_every_steps=check.integer("training.report_every_steps", get("report_every_steps", 0), minimum=0),
-        checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0),
+        checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every),
+                                       minimum=0),
         ddp=_ddp(check, get("ddp", {})),
     )
 

@@ -88,7 +88,8 @@ class RayTrainContext:
 
 class LocalContext:
     """A context without Ray. Reports are kept in ``reports``; checkpoints are written to
-    ``output_dir/checkpoints/epoch_NNNN`` (``step_NNNNNNNN`` mid-epoch) (discarded without an ``output_dir``), and the latest complete
+    ``output_dir/checkpoints/epoch_NNNN`` (``step_NNNNNNNN`` mid-epoch) (discarded without an
+    ``output_dir``), and the latest complete
     one is what a new run resumes from."""
 
     def __init__(self, device: torch.device | str = "cpu", output_dir: str | Path | None = None):

@@ -301,7 +301,7 @@ def validation_metrics(names: list[str], totals: list[float]) -> dict[str, float
     loss_total, count_total, *metric_totals = totals
     count_total = max(count_total, 1.0)
     return {"val_loss": loss_total / count_total,
-            **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals)}}
+            **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals, strict=True)}}
 
 
 def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
