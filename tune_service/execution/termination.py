@@ -61,19 +61,20 @@ class Termination:
         self.ray_answers, self.grace_s = ray_answers, grace_s
         self.signal_name: str | None = None
         self._finished = threading.Event()
-        self._previous: dict[int, object] = {}  # the handlers put back at the end
+        self._previous: object = None  # the SIGTERM handler put back at the end
+        self._installed = False  # whether ours is in place (the main thread's only)
 
     def __enter__(self) -> "Termination":
         if threading.current_thread() is threading.main_thread():
             # Installed after ray.init, whose own SIGTERM handler exits at once.
-            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._previous, self._installed = signal.signal(signal.SIGTERM, self._on_sigterm), True
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._finished.set()
-        if signal.SIGTERM in self._previous:
-            signal.signal(signal.SIGTERM, self._previous.pop(signal.SIGTERM))  # type: ignore[arg-type]
-        self._previous.clear()
+        if self._installed:  # a handler Python did not install (None) is put back as the default
+            signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)  # type: ignore[arg-type]
+            self._installed = False
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         if self.signal_name != "SIGTERM":

@@ -82,19 +82,19 @@ class SweepProgress(DriverCallback):
 
     def snapshot(self) -> SweepResult:
         """The sweep so far, as a :class:`SweepResult` marked in progress."""
-        trials = tuple(self.trials.values())
-        best = best_trial(trials, self.metric, self.mode)
-        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
-                           {IN_PROGRESS_KEY: True, "max_t": self.max_t, "time_unit": self.time_unit})
+        return self._result(tuple(self.trials.values()), {IN_PROGRESS_KEY: True})
 
     def interrupted(self) -> SweepResult:
         """The sweep as it stands, its running trials ``interrupted``: what a driver that cannot wait for
         Tune to stop writes (:mod:`~tune_service.execution.termination`)."""
         trials = tuple(replace(t, status="interrupted") if t.status == "running" else t
                        for t in list(self.trials.values()))
+        return self._result(trials, {})
+
+    def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
         best = best_trial(trials, self.metric, self.mode)
         return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
-                           {"max_t": self.max_t, "time_unit": self.time_unit})
+                           {**extra, "max_t": self.max_t, "time_unit": self.time_unit})
 
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
