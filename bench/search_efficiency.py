@@ -7,7 +7,7 @@ Pairs, each run for the same seeds and the same number of configurations:
 - BOHB (with HyperBand-for-BOHB) against random search + HyperBand.
 
 What runs: the service's own searcher and scheduler objects (``tune_service.search.registry.build_searcher`` /
-``build_scheduler`` on a spec, the very classes a sweep uses: our TrialConfigs wrapper, RandomSearch,
+``build_scheduler`` on a spec, the very classes a sweep uses: our searcher wrappers, RandomSearch,
 hyperopt with the service's initial points, BOHB on the service's ConfigSpace, ASHA and the service's
 HyperBand) on real Ray Tune, two trials at a time as on 2 CPUs, with a light trainable: the digits MLP
 trained epoch by epoch in the trial's own process (:func:`bench.workloads.digits_trial`; checkpointed

@@ -16,6 +16,7 @@ from tune_service.execution.gang import Gang, GangBroken, GangSettings
 from tune_service.spec import ExecutionSpec, ResourceSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.tasks import SealedTask, resolve_task
+from tune_service.training.trial_config import TrialConfig
 from gang_tasks import InspectedRankWorker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -24,10 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 EXACT = ("train_loss", "val_loss", "val_accuracy")
 
 
-def trial(task: str, epochs: int = 2, seed: int = 7, deterministic: bool = True, **hparams) -> dict:
+def trial(task: str, epochs: int = 2, seed: int = 7, deterministic: bool = True, **hparams) -> TrialConfig:
     resolved = resolve_task(task)
-    return {"task": SealedTask.of(resolved), "hparams": {**resolved.defaults, **hparams}, "epochs": epochs, "seed": seed,
-            "settings": TrainingSettings(deterministic=deterministic), "cpus_per_rank": 1}
+    return TrialConfig(SealedTask.of(resolved), {**resolved.defaults, **hparams}, epochs=epochs, seed=seed,
+                       settings=TrainingSettings(deterministic=deterministic), cpus_per_rank=1)
 
 
 class Relay:
@@ -46,11 +47,11 @@ class Relay:
         return [tuple(r[k] for k in EXACT) for r in self.reports]
 
 
-def run(gang: Gang, config: dict, stop_at: int | None = None) -> Relay:
+def run(gang: Gang, config: TrialConfig, stop_at: int | None = None) -> Relay:
     """Run ``config`` on ``gang``; with ``stop_at``, the trial is stopped at that epoch's report."""
     relay = Relay(stop_at)
     try:
-        gang.run(config, None, None, relay)
+        gang.run(config, None, relay)
     except SystemExit:
         assert stop_at is not None  # the stop reaches the caller as it reached the relay
     return relay

@@ -104,7 +104,7 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     by_steps = spec.scheduler.time_unit == "step"
     shared = dict(task=plan.task, epochs=None if by_steps else spec.scheduler.max_t,
                   max_steps=spec.scheduler.max_t if by_steps else None, seed=spec.seed, training=spec.training,
-                  metric=spec.metric.name, secrets=fingerprints)
+                  metric=spec.metric.name, secrets=fingerprints, cpus_per_rank=spec.resources.cpus_per_worker)
     template: SweepTrial
     if plan.runs_program or plan.warm_gangs:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tune_service.execution.rank import RankHealth, RankOutcome, RankWorker
+from tune_service.execution.resources import place_ranks
+from tune_service.execution.sweep_trial import STOP_GRACE_S, StallWatch
 from tune_service.spec import ExecutionSpec, ResourceSpec
+from tune_service.training.trial_config import TrialConfig
 
 logger = logging.getLogger(__name__)
 
-#: How long the ranks of a stopped trial get to leave the loop before their gang is given up.
-STOP_GRACE_S = 10.0
 #: Calls a rank serves at once: the trial's run, rank 0's next report, and the trial's word on it.
 _RANK_CONCURRENCY = 4
 
@@ -63,10 +64,6 @@ class GangBroken(RuntimeError):
     """A rank of the gang died, or did not leave a stopped trial in time; the gang has been given up."""
 
 
-class TrialStalled(GangBroken):
-    """The trial went longer than ``limits.progress_s`` without a report; the gang has been given up."""
-
-
 class Gang:
     """N rank actors joined in one process group. Build with :meth:`build`; run trials with :meth:`run`."""
 
@@ -87,20 +84,12 @@ class Gang:
         """Start the ranks (rank i in bundle i of ``placement_group``, else anywhere the cluster has room)
         and join them in one process group. ``worker``: the rank's class (tests look inside a subclass)."""
         import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         started = time.monotonic()
-        actor = ray.remote(worker)
-        ranks = []
         r = settings.resources
-        for rank in range(r.workers):
-            options: dict[str, Any] = {"num_cpus": r.cpus_per_worker, "num_gpus": r.gpus_per_worker,
-                                       "max_concurrency": _RANK_CONCURRENCY}
-            if placement_group is not None:
-                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    placement_group, placement_group_bundle_index=rank)
-            ranks.append(actor.options(**options).remote(rank, r.workers, settings.backend,
-                                                         settings.collective_timeout_s, secrets))
+        ranks = place_ranks(worker, r, placement_group,
+                            lambda rank: (rank, r.workers, settings.backend, settings.collective_timeout_s, secrets),
+                            max_concurrency=_RANK_CONCURRENCY)
         gang = cls(settings, ranks, None if placement_group is None else placement_group.id, 0.0)
         try:
             master_address, master_port = ray.get(ranks[0].address.remote())
@@ -112,9 +101,10 @@ class Gang:
         logger.info("gang of %d ranks up in %.1f s", r.workers, gang.build_s)
         return gang
 
-    def run(self, trial: dict[str, Any], checkpoint: Any, output_dir: str | None,
-            relay: Callable[[dict[str, Any], str | None], None]) -> list[RankOutcome]:
-        """Run one trial on every rank; each report of rank 0 goes to ``relay(metrics, checkpoint_path)``
+    def run(self, trial: TrialConfig, checkpoint: Any, relay: Callable[[dict[str, Any], str | None], None]
+            ) -> list[RankOutcome]:
+        """Run one trial on every rank (``trial``'s task sealed, from ``checkpoint`` if given: a directory or a
+        ``ray.train.Checkpoint``); each report of rank 0 goes to ``relay(metrics, checkpoint_path)``
         (``checkpoint_path`` on rank 0's node, which is the caller's), and the ranks go on once it returns.
 
         If ``relay`` raises (a Tune stop arrives as ``SystemExit`` from ``tune.report``), the ranks are
@@ -122,7 +112,7 @@ class Gang:
 
         Raises:
             GangBroken: a rank died, or a stopped trial's ranks did not leave the loop in time.
-            TrialStalled: no report came for ``settings.progress_s`` seconds.
+            TrialStalled: no report came for ``settings.progress_s`` seconds (:class:`StallWatch`).
             Exception: what a rank raised (a Ray error that is also an instance of the rank's own).
             Either way the gang is retired.
         """
@@ -130,17 +120,17 @@ class Gang:
 
         rank0 = self.ranks[0]
         token = uuid.uuid4().hex
-        runs = [r.run_trial.remote(token, trial, checkpoint, output_dir) for r in self.ranks]
+        runs = [r.run_trial.remote(token, trial, checkpoint) for r in self.ranks]
         pending_report = rank0.next_report.remote(token)
         running = list(runs)
+        watch = StallWatch(self.settings.progress_s)
         try:
             while pending_report is not None or running:
                 waited = ray.wait([*([pending_report] if pending_report is not None else []), *running],
-                                  num_returns=1, timeout=self.settings.progress_s)[0]
+                                  num_returns=1, timeout=watch.remaining_s())[0]
                 if not waited:  # a stuck rank cannot be asked to stop: the gang is ended at once
                     self.shutdown(f"no report for {self.settings.progress_s:g} s")
-                    raise TrialStalled(f"no report from the trial for {self.settings.progress_s:g} s "
-                                       f"(limits.progress_s): a rank is stuck, stopped or far slower")
+                    raise watch.error("no report from the trial", ": a rank is stuck, stopped or far slower")
                 ready = waited[0]
                 if ready is pending_report:
                     item = ray.get(pending_report)
@@ -148,6 +138,7 @@ class Gang:
                         pending_report = None
                         continue
                     relay(*item)
+                    watch.progressed()  # from when the ranks go on: a slow copy of a checkpoint is not a stall
                     rank0.decide.remote(token, True)
                     pending_report = rank0.next_report.remote(token)
                 else:

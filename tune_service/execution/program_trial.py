@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,19 +26,16 @@ from typing import Any
 
 from tune_service.errors import TuneServiceError
 from tune_service.execution.gang import GangSettings
-from tune_service.execution.sweep_trial import SweepTrial
-from tune_service.execution.warm_trial import THREAD_TIMEOUT_ENV, THREAD_TIMEOUT_S
+from tune_service.execution.resources import place_ranks
+from tune_service.execution.sweep_trial import STOP_GRACE_S, Attempt, StallWatch, StartPoint, SweepTrial, TrialReports
 from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
 from tune_service.programs.command import expand, flat_parameters
 from tune_service.results.sweep_result import PROGRAM_EXIT_KEY
-from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY
 
 logger = logging.getLogger(__name__)
 
-#: How long a stopped program gets between SIGTERM and SIGKILL.
-STOP_GRACE_S = 10.0
 #: How often the trial looks for new reports and ended programs.
 POLL_S = 0.2
 #: How long a program that raised gets to exit before its trial says it did not (and ends it).
@@ -92,10 +88,6 @@ class ProgramFailed(TuneServiceError):
     """A rank's program exited non-zero, or ended without ever logging the sweep's metric."""
 
 
-class ProgramStalled(TuneServiceError):
-    """The program logged nothing for ``limits.progress_s`` seconds."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class ProgramTrial(SweepTrial):
     """Runs ``program`` with ``command`` (W&B's, macros and all) from ``directory`` on every rank."""
@@ -113,36 +105,34 @@ class ProgramTrial(SweepTrial):
     experiment: str = ""
     key_parameters: tuple[str, ...] = ()
 
-    def __call__(self, config: dict[str, Any]) -> None:
+    def own_start(self, storage_path: str, filesystem: Any) -> StartPoint | None:
+        """The report of a program that had ended by itself before the driver died (it is not run again);
+        None otherwise: an interrupted program runs again from its start."""
+        ended = newest_checkpoint(storage_path, filesystem, with_state=False)
+        if ended is None or not self.ended(ended.report):
+            return None
+        return StartPoint(None, ended.report)
+
+    def ended(self, report: dict[str, Any]) -> bool:
+        return report.get(PROGRAM_EXIT_KEY) == 0
+
+    def attempt(self, attempt: Attempt) -> None:
         import ray
         from ray import tune
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from tune_service.programs.rank import ProgramRank
         from tune_service.tracking.naming import run_id, run_name
 
         storage_path, filesystem = trial_storage()
-        ended = newest_checkpoint(storage_path, filesystem, with_state=False)
-        if ended is not None and ended.report.get(PROGRAM_EXIT_KEY) == 0:
-            tune.report(ended.report)  # its program had ended before the driver died: it is not run again
-            return
-        os.environ.setdefault(THREAD_TIMEOUT_ENV, THREAD_TIMEOUT_S)  # the programs' end may take STOP_GRACE_S
-        params = plain(config)
-        context = tune.get_context()
-        trial_id = context.get_trial_id()
-        work = Path(context.get_trial_dir()) / "program"  # the same path on every rank's node
+        params = dict(attempt.config.hparams)
+        trial_id = tune.get_context().get_trial_id()
+        work = Path(attempt.trial_dir) / "program"  # the same path on every rank's node
         run = {**self.wandb_run, "id": run_id(self.experiment, trial_id), "resume": "allow",
                "name": run_name(None, trial_id, params, list(self.key_parameters))}
         argv = expand(self.command, self.program, params, work / ARGS_JSON_FILE)
         r = self.gang.resources
-        group = ray.util.get_current_placement_group()
-        ranks = []
-        for rank in range(r.workers):
-            options: dict[str, Any] = {"num_cpus": r.cpus_per_worker, "num_gpus": r.gpus_per_worker}
-            if group is not None:
-                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    group, placement_group_bundle_index=rank)
-            ranks.append(ray.remote(ProgramRank).options(**options).remote(rank, r.workers, STOP_GRACE_S))
+        ranks = place_ranks(ProgramRank, r, ray.util.get_current_placement_group(),
+                            lambda rank: (rank, r.workers, STOP_GRACE_S))
         try:
             master = ray.get(ranks[0].address.remote())
             nodes = ray.get([rank.node.remote() for rank in ranks])
@@ -156,30 +146,30 @@ class ProgramTrial(SweepTrial):
                 starts.append(rank.start.remote(argv, self.directory, json.dumps(hook), files, str(work), master,
                                                 local.index(index), len(local)))
             ray.get(starts)
-            self._follow(ranks, _uri(storage_path, filesystem) + "/program")
+            self._follow(ranks, _uri(storage_path, filesystem) + "/program", attempt.reports)
         finally:
             ray.get([rank.end.remote() for rank in ranks])
             for rank in ranks:
                 ray.kill(rank)
 
-    def _follow(self, ranks: list[Any], logs: str) -> None:
+    def _follow(self, ranks: list[Any], logs: str, reports: TrialReports) -> None:
         """Relay rank 0's logs as reports until every program has ended; fail on a failed rank, naming
         its output's file under ``logs`` (the trial's ``program`` directory in the experiment)."""
         import ray
-        from ray import tune
 
         relay = ReportRelay(self.metric)
-        read, last = 0, time.monotonic()
+        watch = StallWatch(self.gang.progress_s)
+        read = 0
         while True:
             polled = ray.get([rank.poll.remote(read if i == 0 else 0) for i, rank in enumerate(ranks)])
             lines = polled[0][0]
             for line in lines:
                 report = relay.add(json.loads(line))
                 if report is not None:
-                    tune.report(report)  # raises when the scheduler stops the trial
+                    reports(report)  # raises when the scheduler stops the trial
             read += len(lines)
             if lines:
-                last = time.monotonic()
+                watch.progressed()
             codes = [code for _, code, _ in polled]
             failed = next((i for i, (_, code, raised) in enumerate(polled) if code not in (None, 0) or raised), None)
             if failed is not None:
@@ -196,10 +186,9 @@ class ProgramTrial(SweepTrial):
                 if not ray.get(ranks[0].poll.remote(read))[0]:  # nothing left to relay
                     break
                 continue
-            progress_s = self.gang.progress_s
-            if progress_s is not None and time.monotonic() - last > progress_s:
-                raise ProgramStalled(f"the program logged nothing for {progress_s:g} s (limits.progress_s)"
-                                     + _output(ray.get(ranks[0].output_tail.remote()), f"{logs}/rank_0.log"))
+            if watch.stalled():
+                raise watch.error("the program logged nothing",
+                                  _output(ray.get(ranks[0].output_tail.remote()), f"{logs}/rank_0.log"))
             time.sleep(POLL_S)
         reported = relay.reported
         if self.metric is not None and not relay.metric_seen:
@@ -211,4 +200,4 @@ class ProgramTrial(SweepTrial):
         final = {**reported, METRIC_VALUES_KEY: relay.values, PROGRAM_EXIT_KEY: 0}
         with tempfile.TemporaryDirectory(prefix="tune_service_program_") as directory:
             Path(directory, CHECKPOINT_REPORT_FILE).write_text(json.dumps(final), encoding="utf-8")
-            tune.report(final, checkpoint=tune.Checkpoint.from_directory(directory))
+            reports(final, directory)

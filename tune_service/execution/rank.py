@@ -40,6 +40,7 @@ from tune_service.ray_internals import set_tune_trial_environment
 from tune_service.redaction import redacted_errors, redacted_output
 from tune_service.training.data_cache import DataCache
 from tune_service.training.oom import release_memory
+from tune_service.training.trial_config import TrialConfig
 
 
 #: A rank writes the checkpoints it hands to its trial under a directory of its own, named with its process
@@ -171,17 +172,16 @@ class RankWorker:
         _freeze_survivors()
         return os.getpid()
 
-    def run_trial(self, token: str, trial: dict[str, Any], checkpoint: Any, output_dir: str | None) -> RankOutcome:
-        """Run one trial of the shared loop on this rank (``trial``: a :class:`TrialConfig`'s fields, its
-        ``task`` a :class:`~tune_service.tasks.SealedTask`),
-        from ``checkpoint`` if given (a directory or a ``ray.train.Checkpoint``). ``token`` names the
-        trial in its exchanges with rank 0 (:meth:`next_report`, :meth:`decide`).
+    def run_trial(self, token: str, trial: TrialConfig, checkpoint: Any) -> RankOutcome:
+        """Run one trial of the shared loop on this rank (``trial``'s task sealed, opened here), from
+        ``checkpoint`` if given (a directory or a ``ray.train.Checkpoint``). ``token`` names the trial in
+        its exchanges with rank 0 (:meth:`next_report`, :meth:`decide`).
 
         Raises whatever the trial raised (:class:`TrialStopped` aside): the gang is then not reused.
         """
         import torch
 
-        from tune_service.training.loop import TrialConfig, fit
+        from tune_service.training.loop import fit
 
         self.state.restore()
         if self.device.type == "cuda":
@@ -189,8 +189,7 @@ class RankWorker:
         status = "completed"
         try:
             with redacted_errors(self.secrets), redacted_output(self.secrets):
-                config = TrialConfig(**{**trial, "task": trial["task"].open()})
-                fit(config, GangContext(self, token, output_dir, checkpoint))
+                fit(trial.opened(), GangContext(self, token, trial.output_dir, checkpoint))
         except TrialStopped:
             status = "stopped"
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from tune_service.errors import CapacityError
 from tune_service.spec import ResourceSpec
@@ -90,3 +91,24 @@ def max_concurrent_trials(resources: ResourceSpec, cluster: ClusterResources) ->
     if need["GPU"] > 0:
         fits.append(math.floor(cluster.gpus / need["GPU"] + 1e-9))
     return max(1, min(fits))
+
+
+def place_ranks(actor_class: type, resources: ResourceSpec, placement_group: Any,
+                rank_args: Callable[[int], tuple], **options: Any) -> list[Any]:
+    """Start one actor of ``actor_class`` per rank of a trial, each holding its rank's CPUs and GPUs: rank
+    ``i`` in bundle ``i`` of ``placement_group`` (the trial actor's, one bundle per rank), or anywhere the
+    cluster has room when it is None. ``rank_args(i)``: rank ``i``'s constructor arguments; ``options``:
+    more of Ray's actor options."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actor = ray.remote(actor_class)
+    ranks = []
+    for rank in range(resources.workers):
+        placed: dict[str, Any] = {"num_cpus": resources.cpus_per_worker, "num_gpus": resources.gpus_per_worker,
+                                  **options}
+        if placement_group is not None:
+            placed["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group, placement_group_bundle_index=rank)
+        ranks.append(actor.options(**placed).remote(*rank_args(rank)))
+    return ranks

@@ -8,7 +8,7 @@ reach the rung (each is judged alone). :class:`WaitingHyperBand`:
 
 - counts a bracket as filled once its planned number of trials has been added (ever);
 - waits for the bracket to fill before halving it, pausing the trials that reach the rung first, as
-  ``HyperBandForBOHB`` does; the searcher hears of each pause (``TrialConfigs`` counts paused trials
+  ``HyperBandForBOHB`` does; the searcher hears of each pause (``RunningCap`` counts paused trials
   out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that can
   no longer fill once no trial is left running;
 - keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive

@@ -19,11 +19,13 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     ``run_cap`` when one is given). Build it once per sweep: a grid is counted here.
 
     Every searcher gets its space built natively (:mod:`tune_service.search.spaces`) and is wrapped in
-    :class:`~tune_service.search.searchers.TrialConfigs`, so every trial receives the same kind of config
-    (plain values, constants included, inactive parameters absent, dotted names nested) and the sweep
-    stops suggesting trials once ``metric.target`` is reached. Tune's ``param_space`` stays empty.
+    the stack of :func:`~tune_service.search.wrappers.trial_configs`, so every trial receives the same
+    kind of config (plain values, constants included, inactive parameters absent, dotted names nested),
+    at most ``max_concurrent_trials`` run, what a stopped trial tells the model is corrected for its
+    fidelity, and the sweep stops suggesting trials once ``metric.target`` is reached. Tune's
+    ``param_space`` stays empty.
     """
-    from tune_service.search.searchers import TrialConfigs
+    from tune_service.search.wrappers import trial_configs
 
     try:
         builder = _SEARCHERS[spec.searcher]
@@ -37,8 +39,8 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     # itself).
     stopped = _STOPPED_TRIALS.get(spec.searcher) if spec.scheduler.type != "fifo" else None
     budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if stopped else None
-    searcher = TrialConfigs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget,
-                            stopped or "as_worst_completed")
+    searcher = trial_configs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget,
+                             stopped or "as_worst_completed")
     # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
     num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials
@@ -105,7 +107,7 @@ def _bohb(spec: SweepSpec):
                                            f"installed): pip install 'tune-service[bohb]'")]) from None
     from ray.tune.search.bohb import TuneBOHB
 
-    from tune_service.search.searchers import OwnNumpyRandom
+    from tune_service.search.wrappers import OwnNumpyRandom
 
     space = spaces.config_space(spec.parameters, seed=spec.seed)
     return OwnNumpyRandom(TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed),
@@ -139,5 +141,5 @@ _SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {
     "optuna": _optuna,
 }
 #: How a searcher hears of a trial that a stopping scheduler ended short of ``max_t``
-#: (:class:`~tune_service.search.searchers.TrialConfigs`); the others hear its last result as it is.
+#: (:class:`~tune_service.search.wrappers.FidelityCorrected`); the others hear its last result as it is.
 _STOPPED_TRIALS = {"hyperopt": "as_worst_completed", "optuna": "as_pruned"}

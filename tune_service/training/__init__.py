@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Public name -> (module, name in that module).
 _EXPORTS = {
-    "TrialConfig": ("tune_service.training.loop", "TrialConfig"),
+    "TrialConfig": ("tune_service.training.trial_config", "TrialConfig"),
     "TrainingSettings": ("tune_service.spec.training", "TrainingSettings"),
     "LocalContext": ("tune_service.training.context", "LocalContext"),
     "fit": ("tune_service.training.loop", "fit"),
@@ -39,5 +39,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from tune_service.spec.training import TrainingSettings
     from tune_service.training.checkpoint import load_model, load_state
     from tune_service.training.context import LocalContext
-    from tune_service.training.loop import TrialConfig, evaluate, fit, train_one_epoch
+    from tune_service.training.loop import evaluate, fit, train_one_epoch
+    from tune_service.training.trial_config import TrialConfig
     from tune_service.training.oom import TrialOutOfMemory

@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from tune_service.tasks import ResolvedTask, Task
+from tune_service.tasks import Task
 from tune_service.training.checkpoint import save_checkpoint
 from tune_service.training.context import RayTrainContext, TrainContext
 from tune_service.training.batches import count_samples, move_to_device
@@ -40,34 +40,8 @@ from tune_service.training.oom import is_out_of_memory, out_of_memory_error, rel
 from tune_service.training.optim import LearningRateSchedule, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.profiling import StepProfiler
+from tune_service.training.trial_config import TrialConfig
 from tune_service.training.wrapping import PreparedModel, prepare_model
-
-
-@dataclass(frozen=True)
-class TrialConfig:
-    """Everything one trial's ranks need, handed from the trial to every rank by Ray Train."""
-
-    task: ResolvedTask
-    hparams: Mapping[str, Any]
-    #: Whole epochs to train (the scheduler's ``max_t`` when its time unit is the epoch).
-    epochs: int | None
-    seed: int
-    settings: TrainingSettings = field(default_factory=TrainingSettings)
-    #: CPUs each rank was given (DataLoader workers are sized from it, not from the machine).
-    cpus_per_rank: float = 1
-    #: The trial's directory, for artifacts such as profiler traces.
-    output_dir: str | None = None
-    #: The Ray Train run's directory in the experiment's storage, where its checkpoints are (local or
-    #: shared paths only): what a restarted worker group resumes from if Ray Train hands it none.
-    checkpoint_root: str | None = None
-    #: Optimizer steps to train instead of ``epochs`` (the scheduler's ``max_t`` when its time unit is
-    #: the step); reports are then counted in steps.
-    max_steps: int | None = None
-
-    def __post_init__(self):
-        if (self.epochs is None) == (self.max_steps is None):
-            raise ValueError(f"a trial trains for epochs or for max_steps, one of them: got epochs={self.epochs!r}, "
-                             f"max_steps={self.max_steps!r}")
 
 
 @dataclass
@@ -113,14 +87,16 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     """Build this rank's model, optimizer, scaler and loaders for the trial, restored from the
     context's latest checkpoint if there is one."""
     ranks = rank_info()
-    settings, task, hparams, device = config.settings, config.task.task, dict(config.hparams), context.device
+    settings, hparams, device = config.settings, dict(config.hparams), context.device
+    resolved = config.resolved_task()
+    task = resolved.task
     seed_everything(config.seed)  # what the task draws while building its data, the same in any process
     if settings.deterministic:
         _use_deterministic_algorithms()
     precision = choose_precision(settings.precision, device)
     batch = plan_batches(hparams["batch_size"], ranks.world_size, settings.grad_accum_steps, settings.batch_size_scope)
     cache = getattr(context, "data_cache", None)  # a warm rank's; other contexts build the data every time
-    train_set, val_set = (cache.datasets(task, config.task.reference, hparams) if cache is not None
+    train_set, val_set = (cache.datasets(task, resolved.reference, hparams) if cache is not None
                           else task.datasets(hparams))
     loading = loader_settings(settings, device, config.cpus_per_rank)
     loaders = build_loaders(train_set, val_set, batch, ranks, config.seed, loading, task.collate)
@@ -329,8 +305,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
         TrialOutOfMemory: a rank ran out of memory; the message names the batch and the device's memory.
         NonFiniteLoss: the training or validation loss was NaN or infinite (it is not reported).
     """
-    if not isinstance(config, TrialConfig):
-        config = TrialConfig(**config)
+    config = (config if isinstance(config, TrialConfig) else TrialConfig(**config)).opened()
     context = context if context is not None else RayTrainContext(config.output_dir, config.checkpoint_root)
     ranks = rank_info()
     log = log_from_main_rank_only(ranks)

@@ -54,16 +54,16 @@ def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_r
     from ray.tune.search.hyperopt import HyperOptSearch
 
     from tune_service.search.asha import PromotingASHA
-    from tune_service.search.searchers import OwnNumpyRandom
+    from tune_service.search.wrappers import OwnNumpyRandom, innermost, layer_of
 
     quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     config = build_tuner(quick, tmp_path, "x").tune_config
-    assert isinstance(config.search_alg.inner, HyperOptSearch) and isinstance(config.scheduler, PromotingASHA)
+    assert isinstance(innermost(config.search_alg), HyperOptSearch) and isinstance(config.scheduler, PromotingASHA)
     assert (config.metric, config.mode, config.num_samples, config.max_concurrent_trials) == ("val_accuracy", "max", 10, 1)
 
     bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)
     config = build_tuner(bohb, tmp_path, "y").tune_config
-    assert isinstance(config.search_alg.inner, OwnNumpyRandom) and isinstance(config.search_alg.inner.inner, TuneBOHB)
+    assert layer_of(config.search_alg, OwnNumpyRandom) is not None and isinstance(innermost(config.search_alg), TuneBOHB)
     assert isinstance(config.scheduler, HyperBandForBOHB)
 
     # Random search is a Searcher too, so Tune's max_concurrent_trials caps it (Tune ignores that cap for

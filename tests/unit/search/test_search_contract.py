@@ -88,6 +88,41 @@ def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(met
     assert run_trials(restored, ids) == run_trials(searcher, ids)
 
 
+@pytest.mark.parametrize("method", ["random", "bayes", "optuna"])
+def test_every_part_of_the_searcher_stack_saves_and_restores_its_own_state_exactly(method, tmp_path):
+    """The stack (target, running cap, fidelity correction, decoding) saves as one file: each part's
+    own state comes back as it was (trials running against the cap, the worst completed value, the
+    trial that reached the target) and the restored stack then decides as the original does."""
+    from tune_service.search.wrappers import FidelityCorrected, RunningCap, StopAtTarget, layer_of
+
+    scheduler = {"type": "asha", "max_t": 3}
+    spec = load_spec({"method": method, "run_cap": 12, "seed": 3,
+                      "metric": {"name": METRIC, "goal": "minimize", "target": 0.05},
+                      "parameters": PARAMETERS[method], "scheduler": scheduler})
+    searcher, _ = registry.build_searcher(spec)
+    searcher.set_search_properties(METRIC, "min", {})
+    assert searcher.set_max_concurrency(2)  # the cap is the stack's own: Tune wraps no ConcurrencyLimiter
+    for trial_id in ("a", "b"):
+        assert isinstance(searcher.suggest(trial_id), dict)
+    assert searcher.suggest("c") is None  # two running: the cap holds
+    searcher.on_trial_complete("a", {METRIC: 0.9, "epoch": 3, "training_iteration": 3})  # its whole budget
+    assert isinstance(searcher.suggest("c"), dict)
+    searcher.on_trial_result("b", {METRIC: 0.01, "epoch": 1, "training_iteration": 1})  # below the target
+
+    def parts(stack):
+        return (layer_of(stack, RunningCap).running, layer_of(stack, FidelityCorrected).worst_completed,
+                layer_of(stack, StopAtTarget).target_reached_by)
+
+    # Random search hears results as they are (no budget to correct for): no worst completed value kept.
+    assert parts(searcher) == ({"b", "c"}, None if method == "random" else 0.9, "b")
+    searcher.save(str(tmp_path / "searcher.pkl"))
+    restored, _ = registry.build_searcher(spec)
+    restored.set_search_properties(METRIC, "min", {})
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    assert parts(restored) == parts(searcher)
+    assert restored.suggest("d") == searcher.suggest("d") == Searcher.FINISHED  # the target was reached
+
+
 def drive_bohb(searcher: Searcher, ids: list[str], disturb: bool = False) -> list[dict]:
     """Suggest and complete each trial with a result at BOHB's budget 1, so its model is built and sampled
     from; with ``disturb``, something else draws from numpy's global random state before each."""

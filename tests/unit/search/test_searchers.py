@@ -6,6 +6,7 @@ from __future__ import annotations
 from ray.tune.search import ConcurrencyLimiter
 
 from tune_service.search import registry
+from tune_service.search.wrappers import FidelityCorrected, RunningCap, innermost, layer_of
 from tune_service.spec import load_spec
 
 
@@ -33,7 +34,7 @@ def test_ray_concurrency_limiter_defers_to_the_wrapper():
     """With Ray's limiter counting too, a paused trial would still hold its slot (and no HyperBand
     bracket would ever fill at a cap below its size)."""
     searcher, limiter = trial_configs(cap=2)
-    assert searcher.max_concurrent == 2 and not limiter._limit_concurrency
+    assert layer_of(searcher, RunningCap).max_concurrent == 2 and not limiter._limit_concurrency
 
 
 def test_a_hyperband_bracket_stays_filled_when_its_trials_end():
@@ -54,7 +55,8 @@ def test_saving_writes_nothing_but_its_own_file_in_the_experiment_directory(tmp_
     """Tune copies the experiment's directory to storage while the sweep runs: a scratch file that
     appears and vanishes there fails the copy (an ERROR and a traceback in the console). The inner
     searcher's state is written elsewhere, and travels inside the one file Tune asked for."""
-    from tune_service.search.searchers import GridSearch, TrialConfigs
+    from tune_service.search.searchers import GridSearch
+    from tune_service.search.wrappers import trial_configs
     from tune_service.search.spaces import Decoder
 
     spec = load_spec({"method": "grid", "parameters": {"a": {"values": [1, 2, 3]}}})
@@ -65,12 +67,12 @@ def test_saving_writes_nothing_but_its_own_file_in_the_experiment_directory(tmp_
             seen.append(checkpoint_path)
             super().save(checkpoint_path)
 
-    searcher = TrialConfigs(Watched(spec.parameters), Decoder(spec.parameters), "loss", "min")
+    searcher = trial_configs(Watched(spec.parameters), Decoder(spec.parameters), "loss", "min")
     searcher.suggest("t1")
     state = tmp_path / "searcher-state.pkl"
     searcher.save(str(state))
     assert [p for p in seen if p.startswith(str(tmp_path))] == [] and list(tmp_path.iterdir()) == [state]
-    restored = TrialConfigs(GridSearch(spec.parameters), Decoder(spec.parameters), "loss", "min")
+    restored = trial_configs(GridSearch(spec.parameters), Decoder(spec.parameters), "loss", "min")
     restored.restore(str(state))
     assert restored.suggest("t2") == {"a": 2} and list(tmp_path.iterdir()) == [state]
 
@@ -86,14 +88,15 @@ def _hyperopt_under(scheduler: str, mode: str = "min"):
 def _heard_by_inner(searcher) -> dict[str, float]:
     """What the inner searcher hears of each finished trial, from now on."""
     heard: dict[str, float] = {}
-    inner_complete = type(searcher.inner).on_trial_complete
+    model = innermost(searcher)
+    inner_complete = type(model).on_trial_complete
 
-    class Listening(type(searcher.inner)):
+    class Listening(type(model)):
         def on_trial_complete(self, trial_id, result=None, error=False):
             heard[trial_id] = result["val_loss"]
             inner_complete(self, trial_id, result=result, error=error)
 
-    searcher.inner.__class__ = Listening
+    model.__class__ = Listening
     return heard
 
 
@@ -128,9 +131,9 @@ def test_a_maximised_metric_is_capped_from_below_and_fifo_or_bohb_hear_the_raw_v
     searcher.on_trial_complete("b", {"val_loss": 0.8, "epoch": 3})
     assert heard == {"a": 0.5, "b": 0.5}
     fifo, _ = _hyperopt_under("fifo")
-    assert fifo.budget is None  # under FIFO a trial short of max_t ended by itself
+    assert layer_of(fifo, FidelityCorrected).budget is None  # under FIFO a trial short of max_t ended by itself
     bohb, _ = registry.build_searcher(load_spec({"method": "bohb", "parameters": {"lr": {"min": 0.01, "max": 0.1}}}))
-    assert bohb.budget is None  # BOHB models the budgets itself
+    assert layer_of(bohb, FidelityCorrected).budget is None  # BOHB models the budgets itself
 
 
 def _optuna_under(scheduler: str):
@@ -154,11 +157,11 @@ def test_optuna_hears_a_stopped_trial_as_pruned_at_its_last_epoch_and_a_complete
     searcher.on_trial_complete("a", {"val_loss": 0.8, "epoch": 2, "training_iteration": 2})  # stopped at epoch 2
     searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9, "training_iteration": 9})
     searcher.on_trial_complete("c", {"val_loss": 1.0, "epoch": 1, "training_iteration": 1}, error=True)
-    a, b, c = searcher.inner._ot_study.get_trials(deepcopy=False)
+    a, b, c = innermost(searcher)._ot_study.get_trials(deepcopy=False)
     assert (a.state, a.intermediate_values) == (TrialState.PRUNED, {1: 0.9, 2: 0.8})
     assert (b.state, b.value) == (TrialState.COMPLETE, 0.5)
     assert c.state == TrialState.FAIL
-    assert _optuna_under("fifo").budget is None  # under FIFO a short trial ended by itself: complete
+    assert layer_of(_optuna_under("fifo"), FidelityCorrected).budget is None  # under FIFO a short trial ended by itself: complete
 
 
 def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_never_a_value():
@@ -166,7 +169,7 @@ def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_ne
     value a stopped trial is capped at): it is told as a failed trial instead."""
     searcher, heard = _hyperopt_under("asha")
     errors: list[str] = []
-    listening = type(searcher.inner)
+    listening = type(innermost(searcher))
 
     class Failing(listening):
         def on_trial_complete(self, trial_id, result=None, error=False):
@@ -175,16 +178,16 @@ def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_ne
                 return
             listening.on_trial_complete(self, trial_id, result=result, error=error)
 
-    searcher.inner.__class__ = Failing
+    innermost(searcher).__class__ = Failing
     for trial_id in "ab":
         searcher.suggest(trial_id)
     searcher.on_trial_complete("a", {"val_loss": float("nan"), "epoch": 9})
     searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9})
-    assert errors == ["a"] and heard == {"b": 0.5} and searcher.worst_completed == 0.5
+    assert errors == ["a"] and heard == {"b": 0.5} and layer_of(searcher, FidelityCorrected).worst_completed == 0.5
 
 
 def test_optunas_tpe_is_built_with_its_settings_stated_not_left_to_the_installed_major():
     """Optuna 5 made multivariate TPE with the constant liar its default; Optuna 4 uses neither. The
     extra allows both majors, so the sampler says which it is (Optuna's own attributes, read here only)."""
-    sampler = _optuna_under("asha").inner._sampler
+    sampler = innermost(_optuna_under("asha"))._sampler
     assert (sampler._multivariate, sampler._constant_liar) == (True, True)
