@@ -41,6 +41,7 @@ JOBS_ADDRESS_HELP = f"the cluster's Ray Jobs API (default: $RAY_ADDRESS or {DEFA
 
 # -- the parsers -------------------------------------------------------------------------------------
 
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -56,22 +57,34 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _add_output(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("-v", "--verbose", action="store_true",
-                       help="also show Ray's and Ray Train's own output (Tune's tables, what ranks print)")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show Ray's and Ray Train's own output (Tune's tables, what ranks print)",
+    )
     group.add_argument("-q", "--quiet", action="store_true", help="print only the result")
 
 
 def _add_spec_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec key, dotted for nested keys (repeatable): --set scheduler.max_t=5")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec key, dotted for nested keys (repeatable): --set scheduler.max_t=5",
+    )
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
-    p.add_argument("--storage", default="experiments",
-                   help="directory that holds experiments, or a URI such as s3://bucket/prefix "
-                        "(default: ./experiments)")
+    p.add_argument(
+        "--storage",
+        default="experiments",
+        help="directory that holds experiments, or a URI such as s3://bucket/prefix (default: ./experiments)",
+    )
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
     _add_output(p)
     _add_common(p)
@@ -81,15 +94,19 @@ def _main_parser() -> argparse.ArgumentParser:
     commands = "\n".join(f"  {name:<9} {summary}" for name, (summary, _, _) in COMMANDS.items())
     codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
     p = argparse.ArgumentParser(
-        prog="tune-run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="tune-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="tune-run SPEC [options]  |  tune-run COMMAND ... (see below)",
         description="Run a hyperparameter sweep of DDP trials on Ray Tune: tune-run space.yaml",
         epilog=f"commands (each has --help):\n{commands}\n\nexit codes:\n{codes}",
     )
     p.add_argument("--version", action="version", version=f"tune-run {_version()}")
     p.add_argument("spec", nargs="?", help="sweep spec YAML (a W&B sweep file works as is)")
-    p.add_argument("--resume", metavar="EXPERIMENT_DIR",
-                   help="finish an interrupted sweep: finished trials are kept, interrupted ones continue")
+    p.add_argument(
+        "--resume",
+        metavar="EXPERIMENT_DIR",
+        help="finish an interrupted sweep: finished trials are kept, interrupted ones continue",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the resolved plan and exit without starting Ray")
     _add_run_options(p)
     return p
@@ -115,8 +132,11 @@ def _resume_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _results_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment", metavar="EXPERIMENT_DIR|JOB_ID",
-                   help="the sweep's experiment directory (holds summary.json), or a submitted sweep's job id")
+    p.add_argument(
+        "experiment",
+        metavar="EXPERIMENT_DIR|JOB_ID",
+        help="the sweep's experiment directory (holds summary.json), or a submitted sweep's job id",
+    )
     p.add_argument("--address", help=f"the Ray Jobs API of a job id (default: $RAY_ADDRESS or {DEFAULT_JOBS_ADDRESS})")
     p.add_argument("--top", type=int, default=10, help="rows of the leaderboard (default: 10)")
     _add_common(p)
@@ -124,17 +144,21 @@ def _results_parser(p: argparse.ArgumentParser) -> None:
 
 def _report_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", metavar="EXPERIMENT_DIR", help="the sweep's experiment directory")
-    p.add_argument("-o", "--output",
-                   help="where to write the page (default: EXPERIMENT_DIR/report.html; ./report.html for a URI)")
+    p.add_argument(
+        "-o", "--output", help="where to write the page (default: EXPERIMENT_DIR/report.html; ./report.html for a URI)"
+    )
     _add_common(p)
 
 
 def _submit_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec YAML")
     p.add_argument("--address", help=JOBS_ADDRESS_HELP)
-    p.add_argument("--storage", required=True,
-                   help="where the experiment is written: a directory every node mounts at the same path, "
-                        "or a URI such as s3://bucket/prefix")
+    p.add_argument(
+        "--storage",
+        required=True,
+        help="where the experiment is written: a directory every node mounts at the same path, "
+        "or a URI such as s3://bucket/prefix",
+    )
     p.add_argument("--name", help="experiment name (default: the spec's name and the submission time)")
     _add_spec_options(p)
     p.add_argument("--working-dir", help="a directory of your task's code, uploaded with the job (Ray's working_dir)")
@@ -192,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # -- the handlers ------------------------------------------------------------------------------------
 
+
 def _verbosity(args: argparse.Namespace) -> int:
     from tune_service.execution.driver import VERBOSE_LIVE, VERBOSE_RAY
 
@@ -221,8 +246,9 @@ def _run(args: argparse.Namespace) -> int:
     with collector_paused():  # see startup: about 0.3 s before the sweep's first trial
         from tune_service.execution.driver import run
 
-    outcome = run(_load_spec(args), address=args.address, storage=args.storage, name=args.name,
-                  verbose=_verbosity(args))
+    outcome = run(
+        _load_spec(args), address=args.address, storage=args.storage, name=args.name, verbose=_verbosity(args)
+    )
     return _finish(outcome, args.quiet)
 
 
@@ -277,8 +303,7 @@ def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
     if leaderboard:
         print(outcome.leaderboard(top))
     if outcome.metric is None:
-        print("no metric: the trials are not ranked (W&B's sweep without a metric); what each logged is in the "
-              "results")
+        print("no metric: the trials are not ranked (W&B's sweep without a metric); what each logged is in the results")
     elif outcome.best is not None:
         print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
     else:
@@ -334,8 +359,9 @@ def _submit(args: argparse.Namespace) -> int:
 
     overrides = dict(parse_override(text) for text in args.overrides)
     runtime_env = {"working_dir": args.working_dir} if args.working_dir else None
-    job = submit(args.spec, args.address, storage=args.storage, name=args.name, runtime_env=runtime_env,
-                 overrides=overrides)
+    job = submit(
+        args.spec, args.address, storage=args.storage, name=args.name, runtime_env=runtime_env, overrides=overrides
+    )
     print(f"submitted: job {job.job_id} at {job.address}")
     print(f"experiment: {job.experiment_dir}")
     print(f"follow it:  tune-run logs {job.job_id} --follow   (status, stop, results likewise)")
@@ -371,8 +397,10 @@ def _stop(args: argparse.Namespace) -> int:
     from tune_service.jobs import attach
 
     job = attach(args.job_id, args.address)
-    print(f"{job.job_id}  {job.stop()}; what finished: tune-run results {job.job_id}; "
-          f"continue it: tune-run --resume {job.experiment_dir}")
+    print(
+        f"{job.job_id}  {job.stop()}; what finished: tune-run results {job.job_id}; "
+        f"continue it: tune-run --resume {job.experiment_dir}"
+    )
     return EXIT_OK
 
 

@@ -57,9 +57,16 @@ def jobs_address(address: str | None) -> str:
     return DEFAULT_ADDRESS
 
 
-def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str | None = None, *,
-           storage: str | os.PathLike, name: str | None = None, runtime_env: Mapping[str, Any] | None = None,
-           overrides: Mapping[str, Any] | None = None, **more_overrides: Any) -> SweepJob:
+def submit(
+    spec: str | os.PathLike | Mapping[str, Any] | SweepSpec,
+    address: str | None = None,
+    *,
+    storage: str | os.PathLike,
+    name: str | None = None,
+    runtime_env: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    **more_overrides: Any,
+) -> SweepJob:
     """Submit a sweep to the Ray cluster whose Jobs API is at ``address`` and return its handle.
 
     Args:
@@ -100,11 +107,15 @@ def submit(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, address: str
     with tempfile.TemporaryDirectory(prefix="tune-service-job-") as staging:
         env["working_dir"] = _working_dir_with_spec(Path(staging), env.get("working_dir"), spec)
         try:  # returns once the working directory is uploaded: the staging copy can go
-            job_id = client.submit_job(entrypoint=entrypoint, runtime_env=env,
-                                       metadata={EXPERIMENT_KEY: experiment_dir, "tune_service.sweep": spec.name})
+            job_id = client.submit_job(
+                entrypoint=entrypoint,
+                runtime_env=env,
+                metadata={EXPERIMENT_KEY: experiment_dir, "tune_service.sweep": spec.name},
+            )
         except (RuntimeError, ValueError, OSError) as err:  # the Jobs API's refusal, or the runtime env's
-            raise TuneServiceError(f"submit: the Ray Jobs API at {address} refused the sweep: "
-                                   f"{first_line(err)}") from None
+            raise TuneServiceError(
+                f"submit: the Ray Jobs API at {address} refused the sweep: {first_line(err)}"
+            ) from None
     return SweepJob(job_id, address, experiment_dir)
 
 
@@ -127,12 +138,16 @@ def _working_dir_with_spec(staging: Path, working_dir: str | os.PathLike | None,
         return str(staging)
     source = Path(working_dir)
     if "://" in str(working_dir) or not source.is_dir():
-        raise TuneServiceError(f"runtime_env.working_dir: must be a local directory (the sweep's spec travels in "
-                               f"it as a file); got {str(working_dir)!r}")
+        raise TuneServiceError(
+            f"runtime_env.working_dir: must be a local directory (the sweep's spec travels in "
+            f"it as a file); got {str(working_dir)!r}"
+        )
     for entry in source.resolve().iterdir():
         if entry.name == SPEC_FILE:
-            raise TuneServiceError(f"runtime_env.working_dir: holds {SPEC_FILE}, the name submit gives the "
-                                   f"sweep's spec on the cluster; rename it")
+            raise TuneServiceError(
+                f"runtime_env.working_dir: holds {SPEC_FILE}, the name submit gives the "
+                f"sweep's spec on the cluster; rename it"
+            )
         (staging / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     return str(staging)
 
@@ -151,7 +166,8 @@ def _refuse_secrets_in_runtime_env(runtime_env: Mapping[str, Any]) -> None:
             raise TuneServiceError(
                 f"runtime_env.env_vars.{name}: holds a secret in clear, which Ray's Jobs API stores and its "
                 f"dashboard shows; give the cluster its secrets instead (a Kubernetes secret in the RayJob's "
-                f"pods, or the head node's environment: docs/cluster.md)")
+                f"pods, or the head node's environment: docs/cluster.md)"
+            )
 
 
 def attach(job_id: str, address: str | None = None) -> SweepJob:
@@ -164,8 +180,9 @@ def attach(job_id: str, address: str | None = None) -> SweepJob:
     info = _job_info(_client(address), job_id, address)
     experiment_dir = (info.metadata or {}).get(EXPERIMENT_KEY)
     if not experiment_dir:
-        raise TuneServiceError(f"job: {job_id!r} at {address} is not a tune-service sweep (no {EXPERIMENT_KEY} "
-                               f"in its metadata)")
+        raise TuneServiceError(
+            f"job: {job_id!r} at {address} is not a tune-service sweep (no {EXPERIMENT_KEY} in its metadata)"
+        )
     return SweepJob(job_id, address, experiment_dir)
 
 
@@ -227,9 +244,11 @@ def _client(address: str):
     try:
         return JobSubmissionClient(address, headers=_auth_headers())
     except AuthenticationError as err:  # the client's first request (Ray's version) needs the token too
-        raise ClusterRefused(f"address: the Ray Jobs API at {address!r} refused the request "
-                             f"({first_line(err)}); set RAY_AUTH_TOKEN to the cluster's token "
-                             f"(docs/cluster.md)") from None
+        raise ClusterRefused(
+            f"address: the Ray Jobs API at {address!r} refused the request "
+            f"({first_line(err)}); set RAY_AUTH_TOKEN to the cluster's token "
+            f"(docs/cluster.md)"
+        ) from None
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise ClusterUnreachable(f"address: cannot reach the Ray Jobs API at {address!r}: {first_line(err)}") from None
 

@@ -44,40 +44,93 @@ _BRACKET_WHY = "ResumedHyperBand replays a restored bracket's halvings"
 
 INTERNALS: tuple[Internal, ...] = (
     # Schedulers: our HyperBand subclasses, and their rebuild after a crash.
-    Internal(_HYPERBAND, "_process_bracket", "search.hyperband", "WaitingHyperBand saves the statuses of the "
-             "paused trials a halving stops"),
-    *(Internal(_HYPERBAND, name, "search.hyperband", "the scheduler's settings, for the brackets it makes",
-               instance=True) for name in ("_get_n0", "_get_r0", "_time_attr", "_max_t_attr", "_eta",
-                                           "_stop_last_trials", "_metric", "_metric_op")),
-    Internal(_HYPERBAND, "_trial_info", "search.hyperband", "the bracket each restored trial is in",
-             instance=True),
+    Internal(
+        _HYPERBAND,
+        "_process_bracket",
+        "search.hyperband",
+        "WaitingHyperBand saves the statuses of the paused trials a halving stops",
+    ),
+    *(
+        Internal(
+            _HYPERBAND, name, "search.hyperband", "the scheduler's settings, for the brackets it makes", instance=True
+        )
+        for name in (
+            "_get_n0",
+            "_get_r0",
+            "_time_attr",
+            "_max_t_attr",
+            "_eta",
+            "_stop_last_trials",
+            "_metric",
+            "_metric_op",
+        )
+    ),
+    Internal(_HYPERBAND, "_trial_info", "search.hyperband", "the bracket each restored trial is in", instance=True),
     Internal("ray.tune.schedulers.hyperband", "_Bracket", "search.hyperband", "FillOnceBracket subclasses it"),
-    *(Internal(_BRACKET, name, "search.hyperband", _BRACKET_WHY, instance=True)
-      for name in ("_n0", "_cumul_r", "_halves", "_live_trials")),
-    Internal("ray.tune.execution.tune_controller:TuneController", "_mark_trial_to_checkpoint", "search.hyperband",
-             "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)"),
+    *(
+        Internal(_BRACKET, name, "search.hyperband", _BRACKET_WHY, instance=True)
+        for name in ("_n0", "_cumul_r", "_halves", "_live_trials")
+    ),
+    Internal(
+        "ray.tune.execution.tune_controller:TuneController",
+        "_mark_trial_to_checkpoint",
+        "search.hyperband",
+        "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)",
+    ),
     # Tuner.restore keeps the pickled scheduler; the resumed one must be ours.
-    Internal("ray.tune.tuner:Tuner", "_local_tuner", "execution.driver", "a restored Tuner's scheduler is set "
-             "to the one rebuilt from the recorded results (Ray 2.60 has no public setter)", instance=True),
-    Internal("ray.tune.impl.tuner_internal:TunerInternal", "_tune_config", "execution.driver", "as above",
-             instance=True),
+    Internal(
+        "ray.tune.tuner:Tuner",
+        "_local_tuner",
+        "execution.driver",
+        "a restored Tuner's scheduler is set "
+        "to the one rebuilt from the recorded results (Ray 2.60 has no public setter)",
+        instance=True,
+    ),
+    Internal(
+        "ray.tune.impl.tuner_internal:TunerInternal", "_tune_config", "execution.driver", "as above", instance=True
+    ),
     # Tune's trial actor classes, registered without a runtime environment of their own.
-    *(Internal("ray.tune.execution.class_cache", name, "execution.trial_actors", "what Tune would give a trial "
-               "actor's environment") for name in ("DEFAULT_ENV_VARS", "ENV_VARS_TO_PROPAGATE")),
-    Internal("ray.tune.execution.class_cache", "_ActorClassCache", "execution.trial_actors", "its registration "
-             "of a warm trial's actor class is replaced while the sweep runs, so the actor starts on a Python "
-             "worker Ray started ahead of demand"),
+    *(
+        Internal(
+            "ray.tune.execution.class_cache",
+            name,
+            "execution.trial_actors",
+            "what Tune would give a trial actor's environment",
+        )
+        for name in ("DEFAULT_ENV_VARS", "ENV_VARS_TO_PROPAGATE")
+    ),
+    Internal(
+        "ray.tune.execution.class_cache",
+        "_ActorClassCache",
+        "execution.trial_actors",
+        "its registration "
+        "of a warm trial's actor class is replaced while the sweep runs, so the actor starts on a Python "
+        "worker Ray started ahead of demand",
+    ),
     Internal("ray.tune.execution.class_cache:_ActorClassCache", "get", "execution.trial_actors", "as above"),
-    Internal("ray.tune.execution.class_cache:_ActorClassCache", "_cache", "execution.trial_actors", "as above",
-             instance=True),
+    Internal(
+        "ray.tune.execution.class_cache:_ActorClassCache", "_cache", "execution.trial_actors", "as above", instance=True
+    ),
     # Ray Train sessions, in a trial.
-    Internal("ray.train._internal.session", "get_storage", "experiment.checkpoints", "the trial's directory in "
-             "the experiment's storage and its filesystem"),
+    Internal(
+        "ray.train._internal.session",
+        "get_storage",
+        "experiment.checkpoints",
+        "the trial's directory in the experiment's storage and its filesystem",
+    ),
     # The embedded Ray: loopback only, token authentication on.
-    Internal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "execution.connect", "off while the embedded "
-             "Ray starts, so its servers bind to loopback"),
-    Internal("ray._raylet", "AuthenticationTokenLoader", "execution.connect", "the token Ray's processes read is "
-             "the one just set"),
+    Internal(
+        "ray._private.ray_constants",
+        "ENABLE_RAY_CLUSTER",
+        "execution.connect",
+        "off while the embedded Ray starts, so its servers bind to loopback",
+    ),
+    Internal(
+        "ray._raylet",
+        "AuthenticationTokenLoader",
+        "execution.connect",
+        "the token Ray's processes read is the one just set",
+    ),
     Internal("ray._raylet", "Config", "execution.connect", "this process's Ray config sees token mode"),
 )
 
@@ -117,5 +170,7 @@ def private(obj: Any, name: str) -> Any:
         import ray
 
         owners = " or ".join(str(i) for i in listed)
-        raise RayInternalsChanged(f"Ray {ray.__version__} has no {owners} (used in {listed[0].used_in} because "
-                                  f"{listed[0].why}); install a Ray in tune-service's supported range") from None
+        raise RayInternalsChanged(
+            f"Ray {ray.__version__} has no {owners} (used in {listed[0].used_in} because "
+            f"{listed[0].why}); install a Ray in tune-service's supported range"
+        ) from None

@@ -64,8 +64,11 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> dict[str, s
     whitespace: a token read from a file often ends with a newline that its uses do not carry); and the
     passwords of the user's netrc file (:func:`netrc_secrets`), where ``wandb login`` keeps its key."""
     environ = os.environ if environ is None else environ
-    found = {name: value.strip() for name, value in environ.items()
-             if looks_secret(name) and len(value.strip()) >= MIN_SECRET_LENGTH}
+    found = {
+        name: value.strip()
+        for name, value in environ.items()
+        if looks_secret(name) and len(value.strip()) >= MIN_SECRET_LENGTH
+    }
     return {**found, **netrc_secrets(environ)}
 
 
@@ -93,9 +96,11 @@ def _netrc_passwords(path: str, changed: int) -> tuple[tuple[str, str], ...]:
         hosts = netrc.netrc(path).hosts
     except (OSError, netrc.NetrcParseError):
         return ()  # a file that does not parse holds nothing netrc's readers (wandb's among them) would use
-    return tuple((NETRC_SECRET.format(host=host, path=path), password.strip())
-                 for host, (_, _, password) in hosts.items()
-                 if password and len(password.strip()) >= MIN_SECRET_LENGTH)
+    return tuple(
+        (NETRC_SECRET.format(host=host, path=path), password.strip())
+        for host, (_, _, password) in hosts.items()
+        if password and len(password.strip()) >= MIN_SECRET_LENGTH
+    )
 
 
 def redact_text(text: str, values: Any = None, *, by_name: bool = True) -> str:
@@ -129,9 +134,10 @@ def _redact(obj: Any, values: tuple[str, ...], by_name: bool) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, values, by_name=by_name)
     if isinstance(obj, Mapping):
-        return {key: (REDACTED if by_name and looks_secret(key) and _blankable(value)
-                      else _redact(value, values, by_name))
-                for key, value in obj.items()}
+        return {
+            key: (REDACTED if by_name and looks_secret(key) and _blankable(value) else _redact(value, values, by_name))
+            for key, value in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return type(obj)(_redact(item, values, by_name) for item in obj)
     return obj
@@ -152,10 +158,17 @@ def refuse_secrets_in_spec(source: Mapping[str, Any], environ: Mapping[str, str]
     from tune_service.errors import Problem, SpecError
 
     found = environment_secrets(environ)
-    problems = [Problem(path, f"holds the value of {_named(name)}; a spec is saved with the experiment "
-                              f"(sweep.json, every trial's config, wandb), so it must not hold a secret: let the "
-                              f"task read it from its environment")
-                for path, text in _strings(source, "") for name, value in found.items() if value in text]
+    problems = [
+        Problem(
+            path,
+            f"holds the value of {_named(name)}; a spec is saved with the experiment "
+            f"(sweep.json, every trial's config, wandb), so it must not hold a secret: let the "
+            f"task read it from its environment",
+        )
+        for path, text in _strings(source, "")
+        for name, value in found.items()
+        if value in text
+    ]
     if problems:
         raise SpecError(problems)
 
@@ -204,7 +217,7 @@ class Fingerprints:
         data, found = text.encode("utf-8"), set()
         for length, digests in self.digests:
             for start in range(len(data) - length + 1):
-                piece = data[start:start + length]
+                piece = data[start : start + length]
                 if hashlib.sha256(self.salt + piece).digest() in digests:
                     with contextlib.suppress(UnicodeDecodeError):
                         found.add(piece.decode("utf-8"))
@@ -343,8 +356,9 @@ def _chain(error: BaseException) -> list[BaseException]:
         found.append(exc)
         pending += [exc.__cause__, exc.__context__, getattr(exc, "cause", None)]
         for value in getattr(exc, "__dict__", {}).values():
-            items = value.values() if isinstance(value, Mapping) else value if isinstance(value, (list, tuple)) \
-                else [value]
+            items = (
+                value.values() if isinstance(value, Mapping) else value if isinstance(value, (list, tuple)) else [value]
+            )
             pending += [item for item in items if isinstance(item, BaseException)]
     return found
 

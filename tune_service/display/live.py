@@ -37,8 +37,9 @@ class LiveView:
         live: redraw a table in place; by default only when the console is a terminal.
     """
 
-    def __init__(self, header: Sequence[str], rungs: Sequence[int] = (), console: Console | None = None,
-                 live: bool | None = None):
+    def __init__(
+        self, header: Sequence[str], rungs: Sequence[int] = (), console: Console | None = None, live: bool | None = None
+    ):
         self.console = console or Console(highlight=False)
         self.header, self.rungs = list(header), tuple(rungs)
         self.live_enabled = self.console.is_terminal if live is None else live
@@ -82,8 +83,10 @@ class LiveView:
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
         shown = f"  {progress.metric} {format_value(value)}{mark}" if progress.metric is not None else ""
-        line = (f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
-                f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s{shown}")
+        line = (
+            f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
+            f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s{shown}"
+        )
         if trial.status == "failed":
             first, count = self._errors.get(trial.error, (trial.trial_id, 0))
             self._errors[trial.error] = (first, count + 1)
@@ -102,16 +105,22 @@ class LiveView:
         shown = progress.running + progress.ended[-RECENT:]
         for t in shown:
             trained = t.progress(progress.time_unit)
-            table.add_row(t.trial_id, Text(t.status, style=STATUS_STYLE.get(t.status, "")),
-                          f"{trained}{_budget(progress)}", self._rung(trained),
-                          *(format_value(t.metrics.get(m)) for m in metric),
-                          *(format_value(t.config.get(k)) for k in keys))
+            table.add_row(
+                t.trial_id,
+                Text(t.status, style=STATUS_STYLE.get(t.status, "")),
+                f"{trained}{_budget(progress)}",
+                self._rung(trained),
+                *(format_value(t.metrics.get(m)) for m in metric),
+                *(format_value(t.config.get(k)) for k in keys),
+            )
         done = len(progress.ended)
         best = progress.best
         elapsed = time.monotonic() - progress.started_at
-        status = (f" {done}/{progress.total} trials ended, {len(progress.running)} running, {elapsed:.0f} s"
-                  + (f"; best {progress.metric} {format_value(best.metrics.get(progress.metric))} ({best.trial_id})"
-                     if best else ""))
+        status = f" {done}/{progress.total} trials ended, {len(progress.running)} running, {elapsed:.0f} s" + (
+            f"; best {progress.metric} {format_value(best.metrics.get(progress.metric))} ({best.trial_id})"
+            if best
+            else ""
+        )
         bar = ProgressBar(total=max(progress.total, 1), completed=done, width=30)
         line = Table.grid()
         line.add_row(bar, Text(status))

@@ -88,8 +88,10 @@ def _refuse_unreachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as err:
-        raise ClusterUnreachable(f"address: nothing answers at {address!r} ({err.strerror or type(err).__name__}); "
-                                 f"is the cluster's head node up, and is this its GCS address (port 6379)?") from None
+        raise ClusterUnreachable(
+            f"address: nothing answers at {address!r} ({err.strerror or type(err).__name__}); "
+            f"is the cluster's head node up, and is this its GCS address (port 6379)?"
+        ) from None
 
 
 #: Where a port for a Ray server is chosen: above Ray's worker ports (10002-19999) and below the ports

@@ -63,8 +63,9 @@ class TunerRecipe:
     def create(self):
         from ray import tune
 
-        return tune.Tuner(self.trainable, param_space=self.param_space, tune_config=self.tune_config,
-                          run_config=self.run_config)
+        return tune.Tuner(
+            self.trainable, param_space=self.param_space, tune_config=self.tune_config, run_config=self.run_config
+        )
 
     def restore(self, experiment_dir: str | os.PathLike):
         """The Tuner of an interrupted experiment: unfinished trials resume from their checkpoints;
@@ -72,16 +73,29 @@ class TunerRecipe:
         the one saved when the experiment began, which knows none of its results)."""
         from ray import tune
 
-        tuner = tune.Tuner.restore(str(experiment_dir), self.trainable, resume_unfinished=True, resume_errored=False,
-                                   restart_errored=False, param_space=self.param_space)
+        tuner = tune.Tuner.restore(
+            str(experiment_dir),
+            self.trainable,
+            resume_unfinished=True,
+            resume_errored=False,
+            restart_errored=False,
+            param_space=self.param_space,
+        )
         # Ray 2.60 has no public setter (the request upstream: docs/development.md)
         private(private(tuner, "_local_tuner"), "_tune_config").scheduler = self.tune_config.scheduler
         return tuner
 
 
-def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callbacks: list | None = None,
-                verbose: int = 1, recorded: Mapping[str, Any] | None = None, stopper: Any = None,
-                program_wandb: Mapping[str, Any] | None = None) -> TunerRecipe:
+def build_tuner(
+    plan: SweepPlan,
+    storage: str | os.PathLike,
+    name: str,
+    callbacks: list | None = None,
+    verbose: int = 1,
+    recorded: Mapping[str, Any] | None = None,
+    stopper: Any = None,
+    program_wandb: Mapping[str, Any] | None = None,
+) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
     Args:
@@ -97,22 +111,37 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     from ray import tune
 
     if plan.max_concurrent is None:
-        raise TuneServiceError("build_tuner: the plan has no cluster yet; make it with make_plan(spec, cluster) "
-                               "or plan_sweep(spec).on(cluster)")
+        raise TuneServiceError(
+            "build_tuner: the plan has no cluster yet; make it with make_plan(spec, cluster) "
+            "or plan_sweep(spec).on(cluster)"
+        )
     spec = plan.spec
     fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
     by_steps = spec.scheduler.time_unit == "step"
-    shared = dict(task=plan.task, epochs=None if by_steps else spec.scheduler.max_t,
-                  max_steps=spec.scheduler.max_t if by_steps else None, seed=spec.seed, training=spec.training,
-                  metric=spec.metric.name, secrets=fingerprints, cpus_per_rank=spec.resources.cpus_per_worker)
+    shared = dict(
+        task=plan.task,
+        epochs=None if by_steps else spec.scheduler.max_t,
+        max_steps=spec.scheduler.max_t if by_steps else None,
+        seed=spec.seed,
+        training=spec.training,
+        metric=spec.metric.name,
+        secrets=fingerprints,
+        cpus_per_rank=spec.resources.cpus_per_worker,
+    )
     template: SweepTrial
     if plan.runs_program or plan.warm_gangs:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
         if plan.runs_program:
-            template = ProgramTrial(**shared, gang=gang, program=spec.program or "", command=spec.command,
-                                    directory=spec.directory, experiment=name,
-                                    wandb_run=dict(program_wandb or {"mode": "disabled"}),
-                                    key_parameters=tuple(p.name for p in spec.parameters if p.is_searched))
+            template = ProgramTrial(
+                **shared,
+                gang=gang,
+                program=spec.program or "",
+                command=spec.command,
+                directory=spec.directory,
+                experiment=name,
+                wandb_run=dict(program_wandb or {"mode": "disabled"}),
+                key_parameters=tuple(p.name for p in spec.parameters if p.is_searched),
+            )
         else:
             template = WarmTrial(**{**shared, "task": SealedTask.of(plan.task)}, gang=gang)
         resources = trial_resources(gang)
@@ -153,9 +182,17 @@ def build_tuner(plan: SweepPlan, storage: str | os.PathLike, name: str, callback
     return TunerRecipe(tune.with_resources(run_trial, resources), {}, tune_config, run_config)
 
 
-def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str | None = None,
-        storage: str | os.PathLike = DEFAULT_STORAGE, name: str | None = None, task: Any = None,
-        overrides: Mapping[str, Any] | None = None, verbose: int = 1, **more_overrides: Any) -> results.SweepResult:
+def run(
+    spec: str | os.PathLike | Mapping[str, Any] | SweepSpec,
+    *,
+    address: str | None = None,
+    storage: str | os.PathLike = DEFAULT_STORAGE,
+    name: str | None = None,
+    task: Any = None,
+    overrides: Mapping[str, Any] | None = None,
+    verbose: int = 1,
+    **more_overrides: Any,
+) -> results.SweepResult:
     """Run a sweep to the end and return its :class:`~tune_service.results.sweep_result.SweepResult`.
 
     Args:
@@ -187,16 +224,18 @@ def run(spec: str | os.PathLike | Mapping[str, Any] | SweepSpec, *, address: str
     if is_remote(storage):
         experiment = RemoteExperiment.new(str(storage), name)
         try:
-            return _execute(spec, experiment.mirror, address=address, task=task, verbose=verbose, restore=False,
-                            remote=experiment)
+            return _execute(
+                spec, experiment.mirror, address=address, task=task, verbose=verbose, restore=False, remote=experiment
+            )
         finally:
             experiment.close()
     experiment_dir = _new_experiment_dir(storage, name)
     return _execute(spec, experiment_dir, address=address, task=task, verbose=verbose, restore=False)
 
 
-def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, task: Any = None,
-           verbose: int = 1) -> results.SweepResult:
+def resume(
+    experiment_dir: str | os.PathLike, *, address: str | None = None, task: Any = None, verbose: int = 1
+) -> results.SweepResult:
     """Finish an interrupted sweep: finished trials are kept as they are (never rerun), interrupted ones
     continue from their last checkpoints, and the searcher goes on up to ``run_cap`` trials.
 
@@ -212,11 +251,14 @@ def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, tas
     try:
         saved = layout.read_sweep_file(local_dir)
         if saved is None:
-            raise TuneServiceError(f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory "
-                                   f"(no {layout.SWEEP_FILE})")
+            raise TuneServiceError(
+                f"resume: {str(experiment_dir)!r} is not a tune-service experiment directory (no {layout.SWEEP_FILE})"
+            )
         if saved.get("task_object") and task is None:
-            raise TuneServiceError(f"task: this sweep ran with a task object ({saved['task_object']}); "
-                                   f"pass the same task to resume(..., task=...)")
+            raise TuneServiceError(
+                f"task: this sweep ran with a task object ({saved['task_object']}); "
+                f"pass the same task to resume(..., task=...)"
+            )
         spec = replace(load_spec(saved["spec"]), directory=saved.get("directory"))
         return _execute(spec, local_dir, address=address, task=task, verbose=verbose, restore=True, remote=remote)
     finally:
@@ -224,8 +266,16 @@ def resume(experiment_dir: str | os.PathLike, *, address: str | None = None, tas
             remote.close()
 
 
-def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task: Any, verbose: int,
-             restore: bool, remote: RemoteExperiment | None = None) -> results.SweepResult:
+def _execute(
+    spec: SweepSpec,
+    experiment_dir: Path,
+    *,
+    address: str | None,
+    task: Any,
+    verbose: int,
+    restore: bool,
+    remote: RemoteExperiment | None = None,
+) -> results.SweepResult:
     """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results; with
     ``remote``, ``experiment_dir`` is its mirror, and the result names the remote experiment."""
     import ray
@@ -269,9 +319,16 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         if verbose >= VERBOSE_LIVE:
             view = LiveView([*plan.headline(), f"experiment {remote.uri if remote else experiment_dir}"], plan.rungs)
         observers = [observer for observer in (view, remote) if observer is not None]
-        progress = SweepProgress(experiment_dir, spec.metric.name, spec.metric.mode, spec.scheduler.max_t,
-                                 plan.num_trials, observers=observers, previous=previous,
-                                 time_unit=spec.scheduler.time_unit)
+        progress = SweepProgress(
+            experiment_dir,
+            spec.metric.name,
+            spec.metric.mode,
+            spec.scheduler.max_t,
+            plan.num_trials,
+            observers=observers,
+            previous=previous,
+            time_unit=spec.scheduler.time_unit,
+        )
         limit = spec.failure.failed_trials_limit(plan.num_trials)
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
         timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
@@ -280,44 +337,70 @@ def _execute(spec: SweepSpec, experiment_dir: Path, *, address: str | None, task
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
-            recorded = replay.read_recorded(experiment_dir, (remote.filesystem, remote.path) if remote else None,
-                                            spec.scheduler.time_attr)
-        recipe = build_tuner(plan, remote.storage_uri if remote else experiment_dir.parent, experiment_dir.name,
-                             callbacks=callbacks,
-                             verbose=1 if verbose >= VERBOSE_RAY else 0, recorded=recorded,
-                             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None,
-                             program_wandb=tracker.program_run() if tracker is not None else None)
+            recorded = replay.read_recorded(
+                experiment_dir, (remote.filesystem, remote.path) if remote else None, spec.scheduler.time_attr
+            )
+        recipe = build_tuner(
+            plan,
+            remote.storage_uri if remote else experiment_dir.parent,
+            experiment_dir.name,
+            callbacks=callbacks,
+            verbose=1 if verbose >= VERBOSE_RAY else 0,
+            recorded=recorded,
+            stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None,
+            program_wandb=tracker.program_run() if tracker is not None else None,
+        )
         tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
         # tasks do every epoch; the experiment state is saved on our own period regardless.
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is
         # silent there (our view is the output unless verbose=2 asks for Ray's).
         quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}
-        settings = _environment(TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
-                                TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0", **quiet)
+        settings = _environment(
+            TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
+            TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0",
+            **quiet,
+        )
         # Warm and program trials run nothing of Ray Train in their processes; their actors can start
         # on the workers Ray keeps ready (see trial_actors).
-        ready_workers = (trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program
-                         else contextlib.nullcontext())
+        ready_workers = (
+            trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program else contextlib.nullcontext()
+        )
         resume_line = f"resume with: tune-run --resume {remote.uri if remote else experiment_dir}"
         termination = Termination(progress, resume_line)
-        with termination, settings, _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE), \
-                ready_workers, \
-                view or contextlib.nullcontext():
+        with (
+            termination,
+            settings,
+            _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE),
+            ready_workers,
+            view or contextlib.nullcontext(),
+        ):
             grid = tuner.fit()
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}
-        outcome = results.collect(grid, str(experiment_dir), spec.metric.name, spec.metric.mode,
-                                  spec.scheduler.max_t, unfinished=cut, time_unit=spec.scheduler.time_unit)
+        outcome = results.collect(
+            grid,
+            str(experiment_dir),
+            spec.metric.name,
+            spec.metric.mode,
+            spec.scheduler.max_t,
+            unfinished=cut,
+            time_unit=spec.scheduler.time_unit,
+        )
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if termination.signal_name is not None:
             outcome = replace(outcome, extra={**outcome.extra, results.SIGNAL_KEY: termination.signal_name})
         if budget is not None and budget.exhausted:
             outcome = replace(outcome, extra={**outcome.extra, results.STOPPED_KEY: budget.reason()})
         elif timer is not None and timer.reached:
-            outcome = replace(outcome, extra={**outcome.extra, results.TIME_LIMIT_KEY:
-                                              f"the sweep ran its limit of {spec.limits.sweep_s:g} s (limits.sweep_s)"})
+            outcome = replace(
+                outcome,
+                extra={
+                    **outcome.extra,
+                    results.TIME_LIMIT_KEY: f"the sweep ran its limit of {spec.limits.sweep_s:g} s (limits.sweep_s)",
+                },
+            )
         if tracker is not None:
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:
@@ -409,14 +492,17 @@ def _environment(**defaults: str):
 
 def _write_sweep_file(experiment_dir: Path, spec: SweepSpec, task: Any) -> None:
     """What :func:`resume` needs: the spec as loaded (overrides applied) and whether a task object was used."""
-    saved = redaction.redact({"spec": spec.source, "task_object": None if task is None else repr(task)},
-                             by_name=False)  # secret values out; resume needs the rest as it is
+    saved = redaction.redact(
+        {"spec": spec.source, "task_object": None if task is None else repr(task)}, by_name=False
+    )  # secret values out; resume needs the rest as it is
     layout.write_sweep_file(experiment_dir, saved["spec"], saved["task_object"], spec.directory)
 
 
 def _new_experiment_dir(storage: str | os.PathLike, name: str) -> Path:
     path = Path(storage).resolve() / name
     if path.exists() and any(path.iterdir()):
-        raise TuneServiceError(f"name: experiment directory {str(path)!r} already exists and is not empty; "
-                               f"choose another --name (a finished trial is never overwritten)")
+        raise TuneServiceError(
+            f"name: experiment directory {str(path)!r} already exists and is not empty; "
+            f"choose another --name (a finished trial is never overwritten)"
+        )
     return path

@@ -71,8 +71,7 @@ def _relay_callback(reports: Any):
     return RelayToTune()
 
 
-def relay_reports(fit: Callable[[], None], reports: Any, report: Callable[[dict], None],
-                  poll_s: float = 0.1) -> None:
+def relay_reports(fit: Callable[[], None], reports: Any, report: Callable[[dict], None], poll_s: float = 0.1) -> None:
     """Run ``fit`` (a Ray Train run) in a thread and hand every report it puts in ``reports`` to
     ``report`` (``tune.report``), in order, from the calling thread; return once ``fit`` has returned
     and every one of its reports has been handed over, raising ``fit``'s error if it raised.
@@ -147,7 +146,9 @@ class FreshTrial(SweepTrial):
             run_config=train.RunConfig(
                 # In the experiment's storage, not Tune's local staging copy: a trial resumed in a later
                 # session (or on another node) finds the checkpoints of its earlier attempts there.
-                name=TRAIN_RUN_NAME, storage_path=storage_path, storage_filesystem=storage_filesystem,
+                name=TRAIN_RUN_NAME,
+                storage_path=storage_path,
+                storage_filesystem=storage_filesystem,
                 callbacks=[_relay_callback(reports)],
                 # The latest checkpoint is all a resumed trial needs; one more survives a failed upload.
                 checkpoint_config=train.CheckpointConfig(num_to_keep=2),

@@ -79,17 +79,26 @@ class Gang:
         self._first_health: list[RankHealth] | None = None
 
     @classmethod
-    def build(cls, settings: GangSettings, placement_group: Any = None, secrets: Any = None,
-              worker: type[RankWorker] = RankWorker) -> "Gang":
+    def build(
+        cls,
+        settings: GangSettings,
+        placement_group: Any = None,
+        secrets: Any = None,
+        worker: type[RankWorker] = RankWorker,
+    ) -> "Gang":
         """Start the ranks (rank i in bundle i of ``placement_group``, else anywhere the cluster has room)
         and join them in one process group. ``worker``: the rank's class (tests look inside a subclass)."""
         import ray
 
         started = time.monotonic()
         r = settings.resources
-        ranks = place_ranks(worker, r, placement_group,
-                            lambda rank: (rank, r.workers, settings.backend, settings.collective_timeout_s, secrets),
-                            max_concurrency=_RANK_CONCURRENCY)
+        ranks = place_ranks(
+            worker,
+            r,
+            placement_group,
+            lambda rank: (rank, r.workers, settings.backend, settings.collective_timeout_s, secrets),
+            max_concurrency=_RANK_CONCURRENCY,
+        )
         gang = cls(settings, ranks, None if placement_group is None else placement_group.id, 0.0)
         try:
             master_address, master_port = ray.get(ranks[0].address.remote())
@@ -101,8 +110,9 @@ class Gang:
         logger.info("gang of %d ranks up in %.1f s", r.workers, gang.build_s)
         return gang
 
-    def run(self, trial: TrialConfig, checkpoint: Any, relay: Callable[[dict[str, Any], str | None], None]
-            ) -> list[RankOutcome]:
+    def run(
+        self, trial: TrialConfig, checkpoint: Any, relay: Callable[[dict[str, Any], str | None], None]
+    ) -> list[RankOutcome]:
         """Run one trial on every rank (``trial``'s task sealed, from ``checkpoint`` if given: a directory or a
         ``ray.train.Checkpoint``); each report of rank 0 goes to ``relay(metrics, checkpoint_path)``
         (``checkpoint_path`` on rank 0's node, which is the caller's), and the ranks go on once it returns.
@@ -126,8 +136,11 @@ class Gang:
         watch = StallWatch(self.settings.progress_s)
         try:
             while pending_report is not None or running:
-                waited = ray.wait([*([pending_report] if pending_report is not None else []), *running],
-                                  num_returns=1, timeout=watch.remaining_s())[0]
+                waited = ray.wait(
+                    [*([pending_report] if pending_report is not None else []), *running],
+                    num_returns=1,
+                    timeout=watch.remaining_s(),
+                )[0]
                 if not waited:  # a stuck rank cannot be asked to stop: the gang is ended at once
                     self.shutdown(f"no report for {self.settings.progress_s:g} s")
                     raise watch.error("no report from the trial", ": a rank is stuck, stopped or far slower")
@@ -169,8 +182,10 @@ class Gang:
             try:
                 ray.get(ref, timeout=0)
             except RayActorError as error:
-                died = GangBroken(f"rank {index} of the trial's DDP gang died (its process ended: killed, out of "
-                                  f"memory, or its node lost)")
+                died = GangBroken(
+                    f"rank {index} of the trial's DDP gang died (its process ended: killed, out of "
+                    f"memory, or its node lost)"
+                )
                 errors.append((0, index, died, error))
             except RayTaskError as error:
                 # The rank's own exception, as it raised it (its type and one-line message), with Ray's
@@ -231,8 +246,10 @@ def worn_out(settings: GangSettings, trials_run: int, first: list[RankHealth], n
             return f"rank {rank} still holds {after.cuda_allocated_bytes} bytes of CUDA memory after its trial"
         growth = after.rss_mib - before.rss_mib
         if growth > settings.execution.max_memory_growth_mib:
-            return (f"rank {rank}'s memory grew by {growth:.0f} MiB since its first trial "
-                    f"(execution.max_memory_growth_mib: {settings.execution.max_memory_growth_mib:g})")
+            return (
+                f"rank {rank}'s memory grew by {growth:.0f} MiB since its first trial "
+                f"(execution.max_memory_growth_mib: {settings.execution.max_memory_growth_mib:g})"
+            )
         if after.child_processes > before.child_processes:
             return f"rank {rank} kept {after.child_processes - before.child_processes} child process(es) of its trial"
     return None

@@ -64,8 +64,11 @@ class SweepPlan:
         from tune_service.programs.command import expand, shown
 
         first = copy.deepcopy(self.searcher).suggest("dry-run")
-        return shown(expand(self.spec.command, self.spec.program or "", first or {},
-                            args_json_file="TRIAL_DIR/program/args.json"))
+        return shown(
+            expand(
+                self.spec.command, self.spec.program or "", first or {}, args_json_file="TRIAL_DIR/program/args.json"
+            )
+        )
 
     @property
     def rungs(self) -> tuple[int, ...]:
@@ -87,28 +90,41 @@ class SweepPlan:
         width = max((len(p.name) for p in s.parameters), default=0)
         lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
         sched = s.scheduler
-        budget = ("no max_t: each program runs until it ends" if sched.open_ended
-                  else f"max_t={sched.max_t} {sched.time_unit}s")
+        budget = (
+            "no max_t: each program runs until it ends"
+            if sched.open_ended
+            else f"max_t={sched.max_t} {sched.time_unit}s"
+        )
         if sched.type == "fifo":
-            lines.append("scheduler    fifo: " + ("every trial runs its program to its end" if sched.open_ended
-                                                    else f"every trial trains {sched.max_t} {sched.time_unit}s"))
+            lines.append(
+                "scheduler    fifo: "
+                + (
+                    "every trial runs its program to its end"
+                    if sched.open_ended
+                    else f"every trial trains {sched.max_t} {sched.time_unit}s"
+                )
+            )
         else:
-            lines.append(f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
-                         f"{budget}, reduction_factor={sched.reduction_factor:g}"
-                         + (f", grace_period={sched.grace_period}" if sched.type == "asha" else ""))
+            lines.append(
+                f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
+                f"{budget}, reduction_factor={sched.reduction_factor:g}"
+                + (f", grace_period={sched.grace_period}" if sched.type == "asha" else "")
+            )
             how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
             if sched.time_unit == "value":
                 how += f"; a {sched.time_unit} is one value of {s.metric.name} logged, as W&B's hyperband counts"
             lines.append(f"  rungs ({how})")
             lines += [f"    {line}" for line in self.schedule.describe()]
         r = s.resources
-        what = (f"{r.workers} process(es) of the program/trial" if self.runs_program
-                else f"{r.workers} DDP ranks/trial")
+        what = f"{r.workers} process(es) of the program/trial" if self.runs_program else f"{r.workers} DDP ranks/trial"
         lines += [
             f"resources    {what} x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
             f" = {need['CPU']:g} CPU, {need['GPU']:g} GPU per trial"
-            + (" (one, as W&B's agent runs it; resources.workers: N for N ranks)"
-               if self.runs_program and "resources" not in s.source else ""),
+            + (
+                " (one, as W&B's agent runs it; resources.workers: N for N ranks)"
+                if self.runs_program and "resources" not in s.source
+                else ""
+            ),
             f"cluster      {self.cluster.describe()}",
             *([] if self.runs_program else [f"training     {_describe_training(s.training)}"]),
             f"concurrency  {self.max_concurrent} trial(s) at once",
@@ -127,8 +143,11 @@ class SweepPlan:
         method = _method_named(s.method)
         open_ended = s.scheduler.open_ended
         if s.scheduler.type == "fifo":
-            schedule = "fifo, each program to its end" if open_ended else f"fifo, {s.scheduler.max_t} " \
-                                                                           f"{s.scheduler.time_unit}s each"
+            schedule = (
+                "fifo, each program to its end"
+                if open_ended
+                else f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
+            )
         else:
             rungs = ", ".join(str(e) for e in self.rungs[:4]) + (", ..." if len(self.rungs) > 4 else "")
             budget = "each program to its end" if open_ended else f"max_t {s.scheduler.max_t}"
@@ -140,17 +159,23 @@ class SweepPlan:
             f"each trial {r.workers} {'process(es) of the program' if self.runs_program else 'DDP rank(s)'} x "
             f"{r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
             f"on {self.cluster.describe() if self.cluster else 'this machine'}"
-            + ("; warm gangs" if self.warm_gangs else f"; program {self.spec.program or 'of the command'}"
-               if self.runs_program
-               else "; a fresh Ray Train run per trial"),
+            + (
+                "; warm gangs"
+                if self.warm_gangs
+                else f"; program {self.spec.program or 'of the command'}"
+                if self.runs_program
+                else "; a fresh Ray Train run per trial"
+            ),
         ]
 
     def _describe_task(self) -> list[str]:
         if self.runs_program:
             where = self.spec.directory or "the working directory"
-            return [f"program      {self.spec.program or '(none: the command names it)'}, run as W&B's agent runs "
-                    f"it, from {where}",
-                    f"command      {self.first_command()}   (the first trial's)"]
+            return [
+                f"program      {self.spec.program or '(none: the command names it)'}, run as W&B's agent runs "
+                f"it, from {where}",
+                f"command      {self.first_command()}   (the first trial's)",
+            ]
         return [f"task         {self.task.reference}" + ("" if self.task.task else " (user train_loop_per_worker)")]
 
     def _describe_failures(self) -> str:
@@ -162,11 +187,15 @@ class SweepPlan:
     def _describe_execution(self) -> str:
         e = self.spec.execution
         if self.warm_gangs:
-            return (f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
-                    f"{e.recycle_after_trials} trials or {e.max_memory_growth_mib:g} MiB of growth")
+            return (
+                f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
+                f"{e.recycle_after_trials} trials or {e.max_memory_growth_mib:g} MiB of growth"
+            )
         if self.runs_program:
-            return (f"{self.spec.resources.workers} process(es) of the program per trial, with torchrun's "
-                    f"environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)")
+            return (
+                f"{self.spec.resources.workers} process(es) of the program per trial, with torchrun's "
+                f"environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)"
+            )
         why = "execution.gangs: fresh" if self.task.task is not None else "a train_loop_per_worker runs fresh"
         return f"a fresh Ray Train run per trial ({why})"
 
@@ -174,10 +203,13 @@ class SweepPlan:
 def _describe_metric(spec: SweepSpec) -> str:
     m = spec.metric
     if not m.declared:
-        return ("none: as W&B runs a sweep without one, every trial runs to its end, none is stopped early "
-                "or ranked, and the results list what each logged")
-    return (f"{m.name} ({m.goal})"
-            + (f", the sweep stops starting trials once it reaches {m.target:g}" if m.target is not None else ""))
+        return (
+            "none: as W&B runs a sweep without one, every trial runs to its end, none is stopped early "
+            "or ranked, and the results list what each logged"
+        )
+    return f"{m.name} ({m.goal})" + (
+        f", the sweep stops starting trials once it reaches {m.target:g}" if m.target is not None else ""
+    )
 
 
 def _describe_budget(schedule: Schedule) -> str:
@@ -186,8 +218,7 @@ def _describe_budget(schedule: Schedule) -> str:
     expected = schedule.trial_epochs
     approx = "" if schedule.exact else "~"
     shown = f"{approx}{expected:.0f}"
-    return (f"{shown} trial-{schedule.unit}s expected (at most {schedule.max_trial_epochs} without early "
-            f"stopping)")
+    return f"{shown} trial-{schedule.unit}s expected (at most {schedule.max_trial_epochs} without early stopping)"
 
 
 def _describe_wandb(spec: SweepSpec) -> str:
@@ -202,8 +233,11 @@ def _describe_wandb(spec: SweepSpec) -> str:
 def _describe_training(t: TrainingSettings) -> str:
     """The training settings, non-default ones only after the precision (``precision auto, oom_retry``)."""
     defaults = TrainingSettings()
-    changed = [f"{f.name}={getattr(t, f.name)}" for f in fields(t)
-               if f.name != "precision" and getattr(t, f.name) != getattr(defaults, f.name)]
+    changed = [
+        f"{f.name}={getattr(t, f.name)}"
+        for f in fields(t)
+        if f.name != "precision" and getattr(t, f.name) != getattr(defaults, f.name)
+    ]
     return ", ".join([f"precision {t.precision}", *changed])
 
 
@@ -229,13 +263,21 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
     plan = SweepPlan(spec, resolved, num_trials, schedule, searcher)
     if spec.limits.progress_s is not None and not (plan.warm_gangs or plan.runs_program):
-        raise SpecError([Problem("limits.progress_s", "is watched on warm gangs only; this sweep's trials run "
-                                                      "fresh (a train_loop_per_worker, or execution.gangs: fresh)")])
+        raise SpecError(
+            [
+                Problem(
+                    "limits.progress_s",
+                    "is watched on warm gangs only; this sweep's trials run "
+                    "fresh (a train_loop_per_worker, or execution.gangs: fresh)",
+                )
+            ]
+        )
     return plan
 
 
-def make_plan(spec: SweepSpec, cluster: ClusterResources | None = None,
-              task: str | Task | object | None = None) -> SweepPlan:
+def make_plan(
+    spec: SweepSpec, cluster: ClusterResources | None = None, task: str | Task | object | None = None
+) -> SweepPlan:
     """:func:`plan_sweep` on a cluster (this machine when ``None``); what ``--dry-run`` prints.
 
     Raises:

@@ -37,8 +37,10 @@ class ProcessState:
     def restore(self) -> None:
         flags = self.flags
         # Only when a trial changed it: the call imports torch's compiler (1.4 s, once per rank).
-        if (torch.are_deterministic_algorithms_enabled() != flags["deterministic"]
-                or torch.is_deterministic_algorithms_warn_only_enabled() != flags["deterministic_warn_only"]):
+        if (
+            torch.are_deterministic_algorithms_enabled() != flags["deterministic"]
+            or torch.is_deterministic_algorithms_warn_only_enabled() != flags["deterministic_warn_only"]
+        ):
             torch.use_deterministic_algorithms(flags["deterministic"], warn_only=flags["deterministic_warn_only"])
         torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
         torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]

@@ -127,12 +127,17 @@ class ProgramTrial(SweepTrial):
         params = dict(attempt.config.hparams)
         trial_id = tune.get_context().get_trial_id()
         work = Path(attempt.trial_dir) / "program"  # the same path on every rank's node
-        run = {**self.wandb_run, "id": run_id(self.experiment, trial_id), "resume": "allow",
-               "name": run_name(None, trial_id, params, list(self.key_parameters))}
+        run = {
+            **self.wandb_run,
+            "id": run_id(self.experiment, trial_id),
+            "resume": "allow",
+            "name": run_name(None, trial_id, params, list(self.key_parameters)),
+        }
         argv = expand(self.command, self.program, params, work / ARGS_JSON_FILE)
         r = self.gang.resources
-        ranks = place_ranks(ProgramRank, r, ray.util.get_current_placement_group(),
-                            lambda rank: (rank, r.workers, STOP_GRACE_S))
+        ranks = place_ranks(
+            ProgramRank, r, ray.util.get_current_placement_group(), lambda rank: (rank, r.workers, STOP_GRACE_S)
+        )
         try:
             master = ray.get(ranks[0].address.remote())
             nodes = ray.get([rank.node.remote() for rank in ranks])
@@ -143,8 +148,11 @@ class ProgramTrial(SweepTrial):
                 stand_in = {**run, "mode": "disabled", "dir": str(work / f"rank_{index}_wandb")}
                 hook = {"params": params, "run": run if index == 0 else stand_in}
                 files = {ARGS_JSON_FILE: json.dumps(flat_parameters(params))}
-                starts.append(rank.start.remote(argv, self.directory, json.dumps(hook), files, str(work), master,
-                                                local.index(index), len(local)))
+                starts.append(
+                    rank.start.remote(
+                        argv, self.directory, json.dumps(hook), files, str(work), master, local.index(index), len(local)
+                    )
+                )
             ray.get(starts)
             self._follow(ranks, _uri(storage_path, filesystem) + "/program", attempt.reports)
         finally:
@@ -180,21 +188,26 @@ class ProgramTrial(SweepTrial):
                     code = ray.get(ranks[failed].poll.remote(0))[1]
                 how = f"exited with code {code}" if code is not None else "did not exit after it (it was ended)"
                 what = f"raised {raised} and {how}" if raised else how
-                raise ProgramFailed(f"rank {failed}'s program {what}"
-                                    + _output(ray.get(ranks[failed].output_tail.remote()), f"{logs}/rank_{failed}.log"))
+                raise ProgramFailed(
+                    f"rank {failed}'s program {what}"
+                    + _output(ray.get(ranks[failed].output_tail.remote()), f"{logs}/rank_{failed}.log")
+                )
             if all(code == 0 for code in codes):
                 if not ray.get(ranks[0].poll.remote(read))[0]:  # nothing left to relay
                     break
                 continue
             if watch.stalled():
-                raise watch.error("the program logged nothing",
-                                  _output(ray.get(ranks[0].output_tail.remote()), f"{logs}/rank_0.log"))
+                raise watch.error(
+                    "the program logged nothing", _output(ray.get(ranks[0].output_tail.remote()), f"{logs}/rank_0.log")
+                )
             time.sleep(POLL_S)
         reported = relay.reported
         if self.metric is not None and not relay.metric_seen:
             logged = ", ".join(sorted(k for k in reported if k != "step")) or "nothing"
-            raise ProgramFailed(f"the program ended without ever logging the sweep's metric {self.metric!r} "
-                                f"with wandb.log; it logged: {logged}")
+            raise ProgramFailed(
+                f"the program ended without ever logging the sweep's metric {self.metric!r} "
+                f"with wandb.log; it logged: {logged}"
+            )
         # It ended by itself: completed, whatever its steps. The report travels with a checkpoint that holds
         # only itself, so that a resumed sweep knows the trial ended even if the driver died right now.
         final = {**reported, METRIC_VALUES_KEY: relay.values, PROGRAM_EXIT_KEY: 0}

@@ -163,8 +163,11 @@ class RankWorker:
 
         if self.world_size > 1:
             dist.init_process_group(
-                self.backend, init_method=f"tcp://{master_address}:{master_port}", rank=self.rank,
-                world_size=self.world_size, timeout=self.timeout,
+                self.backend,
+                init_method=f"tcp://{master_address}:{master_port}",
+                rank=self.rank,
+                world_size=self.world_size,
+                timeout=self.timeout,
                 **({"device_id": self.device} if self.device.type == "cuda" else {}),
             )
             dist.barrier()  # every connection made now, not in the first trial's first step
@@ -222,12 +225,11 @@ class RankWorker:
         )
 
 
-
 def scratch_directory() -> Path:
     """A new directory for this rank process's checkpoints, in the node's temporary directory, after
     removing those of rank processes that are no longer alive there."""
     for stale in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
-        pid = stale.name[len(SCRATCH_PREFIX):].split("_")[0]
+        pid = stale.name[len(SCRATCH_PREFIX) :].split("_")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}_"))

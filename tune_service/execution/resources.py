@@ -56,8 +56,12 @@ def from_ray() -> ClusterResources:
     cpus = [n["Resources"].get("CPU", 0.0) for n in nodes]
     gpus = [n["Resources"].get("GPU", 0.0) for n in nodes]
     return ClusterResources(
-        cpus=sum(cpus), gpus=sum(gpus), largest_node_cpus=max(cpus, default=0.0),
-        largest_node_gpus=max(gpus, default=0.0), nodes=len(nodes), source="ray cluster",
+        cpus=sum(cpus),
+        gpus=sum(gpus),
+        largest_node_cpus=max(cpus, default=0.0),
+        largest_node_gpus=max(gpus, default=0.0),
+        nodes=len(nodes),
+        source="ray cluster",
     )
 
 
@@ -93,8 +97,9 @@ def max_concurrent_trials(resources: ResourceSpec, cluster: ClusterResources) ->
     return max(1, min(fits))
 
 
-def place_ranks(actor_class: type, resources: ResourceSpec, placement_group: Any,
-                rank_args: Callable[[int], tuple], **options: Any) -> list[Any]:
+def place_ranks(
+    actor_class: type, resources: ResourceSpec, placement_group: Any, rank_args: Callable[[int], tuple], **options: Any
+) -> list[Any]:
     """Start one actor of ``actor_class`` per rank of a trial, each holding its rank's CPUs and GPUs: rank
     ``i`` in bundle ``i`` of ``placement_group`` (the trial actor's, one bundle per rank), or anywhere the
     cluster has room when it is None. ``rank_args(i)``: rank ``i``'s constructor arguments; ``options``:
@@ -105,10 +110,14 @@ def place_ranks(actor_class: type, resources: ResourceSpec, placement_group: Any
     actor = ray.remote(actor_class)
     ranks = []
     for rank in range(resources.workers):
-        placed: dict[str, Any] = {"num_cpus": resources.cpus_per_worker, "num_gpus": resources.gpus_per_worker,
-                                  **options}
+        placed: dict[str, Any] = {
+            "num_cpus": resources.cpus_per_worker,
+            "num_gpus": resources.gpus_per_worker,
+            **options,
+        }
         if placement_group is not None:
             placed["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group, placement_group_bundle_index=rank)
+                placement_group, placement_group_bundle_index=rank
+            )
         ranks.append(actor.options(**placed).remote(*rank_args(rank)))
     return ranks

@@ -37,8 +37,10 @@ def end_sweep() -> None:
 def check_main_thread(what: str) -> None:
     """Refuse ``what`` (a limit of the spec) when the sweep is not driven from the main thread."""
     if threading.current_thread() is not threading.main_thread():
-        raise TuneServiceError(f"{what}: ends the sweep as Ctrl+C does, which needs the sweep run from the "
-                               f"main thread; run it there, or leave {what} out")
+        raise TuneServiceError(
+            f"{what}: ends the sweep as Ctrl+C does, which needs the sweep run from the "
+            f"main thread; run it there, or leave {what} out"
+        )
 
 
 class FailureBudget(DriverCallback):

@@ -174,8 +174,14 @@ class SweepTrial:
         training = self.training
         while True:
             try:
-                self.attempt(Attempt(self.trial_config(hparams, training, trial_dir), start,
-                                     TrialReports(self.metric, name), trial_dir))
+                self.attempt(
+                    Attempt(
+                        self.trial_config(hparams, training, trial_dir),
+                        start,
+                        TrialReports(self.metric, name),
+                        trial_dir,
+                    )
+                )
                 return
             except Exception as error:
                 out_of_memory = out_of_memory_cause(error)
@@ -184,8 +190,9 @@ class SweepTrial:
             if not training.oom_retry or out_of_memory.micro_batch <= 1:
                 raise out_of_memory  # the clear one-line error, not a wrapper of Ray's
             training = training.with_accumulation(out_of_memory.grad_accum_steps * 2)
-            logger.warning("trial %s: %s; retrying with grad_accum_steps %d", name, out_of_memory,
-                           training.grad_accum_steps)
+            logger.warning(
+                "trial %s: %s; retrying with grad_accum_steps %d", name, out_of_memory, training.grad_accum_steps
+            )
             start = self.start_point()
 
     def start_point(self) -> StartPoint | None:
@@ -210,8 +217,16 @@ class SweepTrial:
 
     def trial_config(self, hparams: dict[str, Any], training: TrainingSettings, trial_dir: str) -> TrialConfig:
         """What the trial's ranks are handed for one attempt."""
-        return TrialConfig(self.task, hparams, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed,
-                           settings=training, cpus_per_rank=self.cpus_per_rank, output_dir=trial_dir)
+        return TrialConfig(
+            self.task,
+            hparams,
+            epochs=self.epochs,
+            max_steps=self.max_steps,
+            seed=self.seed,
+            settings=training,
+            cpus_per_rank=self.cpus_per_rank,
+            output_dir=trial_dir,
+        )
 
     def attempt(self, attempt: Attempt) -> None:
         """Run the trial once, from ``attempt.start``, reporting through ``attempt.reports``; return when it

@@ -55,8 +55,13 @@ class Termination:
     """While the block runs (in the main thread; elsewhere signals are not ours), SIGTERM ends the sweep
     as described above. ``signal_name`` says which signal, if any, ended it."""
 
-    def __init__(self, progress: SweepProgress, resume_hint: str, ray_answers: Callable[[], bool] = gcs_answers,
-                 grace_s: float = STOP_GRACE_S):
+    def __init__(
+        self,
+        progress: SweepProgress,
+        resume_hint: str,
+        ray_answers: Callable[[], bool] = gcs_answers,
+        grace_s: float = STOP_GRACE_S,
+    ):
         self.progress, self.resume_hint = progress, resume_hint
         self.ray_answers, self.grace_s = ray_answers, grace_s
         self.signal_name: str | None = None

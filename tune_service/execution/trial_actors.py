@@ -66,8 +66,10 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
     private(class_cache, "ENV_VARS_TO_PROPAGATE")  # there before any sweep starts, not in its first trial
     cache_class = private(class_cache, "_ActorClassCache")
     if defaults != TUNE_TRIAL_ENVIRONMENT:
-        raise RayInternalsChanged(f"Ray {ray.__version__}'s Tune gives trial actors {defaults}, not "
-                                  f"{TUNE_TRIAL_ENVIRONMENT} (tune_service.execution.trial_actors)")
+        raise RayInternalsChanged(
+            f"Ray {ray.__version__}'s Tune gives trial actors {defaults}, not "
+            f"{TUNE_TRIAL_ENVIRONMENT} (tune_service.execution.trial_actors)"
+        )
     with _lock:
         if _sweeps_inside == 0:
             _tune_get, cache_class.get = cache_class.get, _register

@@ -52,5 +52,6 @@ class FinalStatuses(DriverCallback):
         self._last_seen = {t.trial_id: t.status for t in trials}
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        self.unfinished = {trial_id for trial_id, status in self._last_seen.items()
-                           if status not in ("TERMINATED", "ERROR")}
+        self.unfinished = {
+            trial_id for trial_id, status in self._last_seen.items() if status not in ("TERMINATED", "ERROR")
+        }

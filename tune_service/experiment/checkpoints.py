@@ -40,8 +40,9 @@ class StoredCheckpoint:
         return ray.train.Checkpoint(path=self.path, filesystem=self.filesystem)
 
 
-def newest_checkpoint(trial_storage_path: str, filesystem: Any = None,
-                      with_state: bool = True) -> StoredCheckpoint | None:
+def newest_checkpoint(
+    trial_storage_path: str, filesystem: Any = None, with_state: bool = True
+) -> StoredCheckpoint | None:
     """The newest complete checkpoint in the trial's directory (``trial_storage_path`` on ``filesystem``,
     the local one by default), or None. A directory whose state (unless ``with_state`` is False: a W&B
     program's last report has none) or report is missing or unreadable (a copy cut off by a crash) is
@@ -54,8 +55,14 @@ def newest_checkpoint(trial_storage_path: str, filesystem: Any = None,
     except OSError:
         return None
     # Tune numbers checkpoint directories in order, with leading zeros: the newest sorts last.
-    names = sorted((e.base_name for e in entries if e.type == pafs.FileType.Directory
-                    and e.base_name.startswith(_CHECKPOINT_PREFIX)), reverse=True)
+    names = sorted(
+        (
+            e.base_name
+            for e in entries
+            if e.type == pafs.FileType.Directory and e.base_name.startswith(_CHECKPOINT_PREFIX)
+        ),
+        reverse=True,
+    )
     for name in names:
         path = f"{trial_storage_path}/{name}"
         try:

@@ -47,8 +47,10 @@ TIME_ATTR = "epoch"
 def plain_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name an experiment directory inside the storage directory (None when it can)."""
     if not name or "/" in name or "\\" in name or "\0" in name or name.startswith("."):
-        return (f"must be a plain name (no '/', '\\' or leading '.': the experiment directory is storage/name), "
-                f"got {name!r}")
+        return (
+            f"must be a plain name (no '/', '\\' or leading '.': the experiment directory is storage/name), "
+            f"got {name!r}"
+        )
     return None
 
 
@@ -108,7 +110,7 @@ def trial_dir(experiment_dir: str | os.PathLike, trial_id: str) -> Path:
 def trial_dirs(experiment_dir: str | os.PathLike) -> dict[str, Path]:
     """Every trial's directory in the experiment directory, by trial id, sorted by path."""
     found = sorted(p for p in Path(experiment_dir).glob(f"{TRIAL_DIR_PREFIX}*") if p.is_dir())
-    return {p.name[len(TRIAL_DIR_PREFIX):]: p for p in found}
+    return {p.name[len(TRIAL_DIR_PREFIX) :]: p for p in found}
 
 
 def read_trial_params(trial_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -135,8 +137,9 @@ def read_trial_error(trial_dir: str | os.PathLike) -> tuple[str, float] | None:
     return (lines[-1], recorded) if lines else None
 
 
-def write_sweep_file(experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None,
-                     directory: str | None = None) -> None:
+def write_sweep_file(
+    experiment_dir: Path, spec_source: dict[str, Any], task_object: str | None, directory: str | None = None
+) -> None:
     """What resume needs: the spec as loaded (overrides applied), the task object's repr if one was
     used (it must be passed again), and the spec file's directory (where a W&B program runs). Values
     are kept as they are: resume runs them."""

@@ -46,10 +46,15 @@ class DriverLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise ExperimentLocked(f"experiment: {str(self.path.parent)!r} is being run by another driver "
-                                   f"({self.holder()}); stop it first, or wait for it to end") from None
-        holder = {"host": socket.gethostname(), "pid": os.getpid(),
-                  "since": datetime.datetime.now().isoformat(timespec="seconds")}
+            raise ExperimentLocked(
+                f"experiment: {str(self.path.parent)!r} is being run by another driver "
+                f"({self.holder()}); stop it first, or wait for it to end"
+            ) from None
+        holder = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "since": datetime.datetime.now().isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         self._fd = fd

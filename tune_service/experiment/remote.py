@@ -64,8 +64,10 @@ class RemoteExperiment:
         experiment = cls(f"{storage_uri.rstrip('/')}/{name}")
         if experiment._listing(allow_not_found=True):
             experiment.close()
-            raise TuneServiceError(f"name: experiment {experiment.uri!r} already exists and is not empty; choose "
-                                   f"another --name (a finished trial is never overwritten)")
+            raise TuneServiceError(
+                f"name: experiment {experiment.uri!r} already exists and is not empty; choose "
+                f"another --name (a finished trial is never overwritten)"
+            )
         return experiment
 
     @classmethod
@@ -81,7 +83,7 @@ class RemoteExperiment:
         try:
             entries = experiment._listing(allow_not_found=False)
             for entry in entries:
-                relative = entry.path[len(experiment.path):].lstrip("/")
+                relative = entry.path[len(experiment.path) :].lstrip("/")
                 if entry.type != pafs.FileType.File or _in_checkpoint(relative):
                     continue
                 target = experiment.mirror / relative
@@ -102,8 +104,9 @@ class RemoteExperiment:
         for name in names:
             source = self.mirror / name
             if source.exists():  # a file, or a directory copied whole
-                pafs.copy_files(str(source), f"{self.path}/{name}", source_filesystem=local,
-                                destination_filesystem=self.filesystem)
+                pafs.copy_files(
+                    str(source), f"{self.path}/{name}", source_filesystem=local, destination_filesystem=self.filesystem
+                )
 
     def upload_own_files(self) -> None:
         """Upload everything the driver wrote (the sweep file, the summary, wandb's runs)."""
@@ -140,8 +143,9 @@ class RemoteExperiment:
         from pyarrow import fs as pafs
 
         try:
-            return self.filesystem.get_file_info(pafs.FileSelector(self.path, recursive=True,
-                                                                   allow_not_found=allow_not_found))
+            return self.filesystem.get_file_info(
+                pafs.FileSelector(self.path, recursive=True, allow_not_found=allow_not_found)
+            )
         except FileNotFoundError:
             raise TuneServiceError(f"resume: nothing at {self.uri!r}") from None
         except OSError as error:

@@ -33,8 +33,11 @@ class FailingSaves:
             self.failures += 1
             self.last_error = str(error.strerror or error)
             if not self.failing:
-                logger.warning("could not save %s (%s); the last good copy is kept and later saves try again",
-                               self.what, error.strerror or error)
+                logger.warning(
+                    "could not save %s (%s); the last good copy is kept and later saves try again",
+                    self.what,
+                    error.strerror or error,
+                )
             self.failing = True
             return False
         if self.failing:
@@ -61,9 +64,11 @@ def save_at_the_end(what: str, save: Callable[[], object], patience_s: float | N
     deadline = time.monotonic() + (FINAL_SAVE_PATIENCE_S if patience_s is None else patience_s)
     while not saves.attempt(save):
         if time.monotonic() >= deadline:
-            raise StorageFull(f"{what}: could not be saved ({saves.last_error}) after {saves.failures} attempts; "
-                              f"the trials' results are kept in their directories: free space, then "
-                              f"`tune-run --resume` writes it")
+            raise StorageFull(
+                f"{what}: could not be saved ({saves.last_error}) after {saves.failures} attempts; "
+                f"the trials' results are kept in their directories: free space, then "
+                f"`tune-run --resume` writes it"
+            )
         time.sleep(_FINAL_SAVE_RETRY_S)
 
 
@@ -85,6 +90,9 @@ class TuneStateSaveErrors(logging.Filter):
         self.failures += 1
         if self.failures == 1:
             error = record.exc_info[1] if record.exc_info else None
-            logger.warning("could not save Tune's experiment state into storage (%s); the last good copy is "
-                           "kept and later saves try again", getattr(error, "strerror", None) or error)
+            logger.warning(
+                "could not save Tune's experiment state into storage (%s); the last good copy is "
+                "kept and later saves try again",
+                getattr(error, "strerror", None) or error,
+            )
         return False

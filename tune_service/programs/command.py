@@ -64,8 +64,13 @@ def _text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def expand(command: str | Sequence[str] | None, program: str, params: Mapping[str, Any],
-           args_json_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
+def expand(
+    command: str | Sequence[str] | None,
+    program: str,
+    params: Mapping[str, Any],
+    args_json_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
     """The argument list a trial with ``params`` runs.
 
     ``args_json_file`` is where ``${args_json_file}`` points (the caller writes ``${args_json}``'s text
@@ -79,12 +84,17 @@ def expand(command: str | Sequence[str] | None, program: str, params: Mapping[st
     flat = flat_parameters(params)
     lists = {
         "${args}": [f"--{k}={_text(v)}" for k, v in flat.items()],
-        "${args_no_boolean_flags}": [f"--{k}" if v is True else f"--{k}={_text(v)}"
-                                     for k, v in flat.items() if v is not False],
+        "${args_no_boolean_flags}": [
+            f"--{k}" if v is True else f"--{k}={_text(v)}" for k, v in flat.items() if v is not False
+        ],
         "${args_no_hyphens}": [f"{k}={_text(v)}" for k, v in flat.items()],
     }
-    single = {"${env}": "/usr/bin/env", "${interpreter}": "python", "${program}": program,
-              "${args_json}": json.dumps(flat)}
+    single = {
+        "${env}": "/usr/bin/env",
+        "${interpreter}": "python",
+        "${program}": program,
+        "${args_json}": json.dumps(flat),
+    }
     environ = os.environ if environ is None else environ
     argv: list[str] = []
     for token in command_tokens(command):
@@ -102,8 +112,7 @@ def expand(command: str | Sequence[str] | None, program: str, params: Mapping[st
                 return str(args_json_file)
             if (name := _ENVVAR.fullmatch(macro)) is not None:
                 if name.group(1) not in environ:
-                    raise CommandError(f"command: {macro} names an environment variable that is not set, "
-                                       f"got {token!r}")
+                    raise CommandError(f"command: {macro} names an environment variable that is not set, got {token!r}")
                 return environ[name.group(1)]
             raise CommandError(f"command: unknown macro {macro}; W&B's are {', '.join(MACROS)}, got {token!r}")
 
@@ -112,8 +121,7 @@ def expand(command: str | Sequence[str] | None, program: str, params: Mapping[st
 
 
 #: Every macro :func:`expand` knows, as W&B's documentation names them.
-MACROS = ("${env}", "${interpreter}", "${program}", *LIST_MACROS, "${args_json}", "${args_json_file}",
-          "${envvar:NAME}")
+MACROS = ("${env}", "${interpreter}", "${program}", *LIST_MACROS, "${args_json}", "${args_json_file}", "${envvar:NAME}")
 
 
 def shown(argv: Sequence[str]) -> str:

@@ -58,8 +58,17 @@ class ProgramRank:
 
         return ray.get_runtime_context().get_node_id()
 
-    def start(self, argv: list[str], cwd: str | None, hook: str, files: dict[str, str], work_dir: str,
-              master: tuple[str, int], local_rank: int, local_world_size: int) -> None:
+    def start(
+        self,
+        argv: list[str],
+        cwd: str | None,
+        hook: str,
+        files: dict[str, str],
+        work_dir: str,
+        master: tuple[str, int],
+        local_rank: int,
+        local_world_size: int,
+    ) -> None:
         """Start the program: ``argv`` run in ``cwd`` (None: this actor's working directory, a job's
         working_dir on a cluster), with the torchrun environment and the hook. Written into ``work_dir``
         on this rank's node first: ``hook`` (what the hook gives this rank's ``wandb.init``) as
@@ -79,19 +88,25 @@ class ProgramRank:
         # program's runs would live in it, and an ended program's run would be flushed only when that
         # process ends. The program starts its own, which ends, and flushes, with the program.
         env.pop("WANDB_SERVICE", None)
-        env.update({
-            "RANK": str(self.rank), "WORLD_SIZE": str(self.world_size), "LOCAL_RANK": str(local_rank),
-            "LOCAL_WORLD_SIZE": str(local_world_size), "GROUP_RANK": "0", "MASTER_ADDR": master[0],
-            "MASTER_PORT": str(master[1]),
-            "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), cwd, *filter(None, [env.get("PYTHONPATH")])]),
-            # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
-            "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
-            "TUNE_SERVICE_TRIAL": str(trial_file),
-            # As W&B's agent marks the sweep's run: the hook makes an init in a process with it the trial's
-            # run, and one in a process that removed it (W&B's cross-validation example) a run of its own.
-            "WANDB_RUN_ID": str((json.loads(hook).get("run") or {}).get("id") or ""),
-            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(max(1, int(_cpus())))),
-        })
+        env.update(
+            {
+                "RANK": str(self.rank),
+                "WORLD_SIZE": str(self.world_size),
+                "LOCAL_RANK": str(local_rank),
+                "LOCAL_WORLD_SIZE": str(local_world_size),
+                "GROUP_RANK": "0",
+                "MASTER_ADDR": master[0],
+                "MASTER_PORT": str(master[1]),
+                "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), cwd, *filter(None, [env.get("PYTHONPATH")])]),
+                # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
+                "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
+                "TUNE_SERVICE_TRIAL": str(trial_file),
+                # As W&B's agent marks the sweep's run: the hook makes an init in a process with it the trial's
+                # run, and one in a process that removed it (W&B's cross-validation example) a run of its own.
+                "WANDB_RUN_ID": str((json.loads(hook).get("run") or {}).get("id") or ""),
+                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(max(1, int(_cpus())))),
+            }
+        )
         gpus = ray.get_gpu_ids()
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
@@ -105,11 +120,28 @@ class ProgramRank:
         for earlier in (self.exit_path, self.error_path):  # a rerun trial's directory may hold an earlier attempt's
             earlier.unlink(missing_ok=True)
         read_fd, self.end_fd = os.pipe()
-        supervisor = [sys.executable, "-I", "-S", str(SUPERVISOR), str(self.exit_path), str(self.grace_s),
-                      str(read_fd), "--", *argv]
+        supervisor = [
+            sys.executable,
+            "-I",
+            "-S",
+            str(SUPERVISOR),
+            str(self.exit_path),
+            str(self.grace_s),
+            str(read_fd),
+            "--",
+            *argv,
+        ]
         with open(self.log_path, "ab") as log:
-            first = subprocess.Popen(supervisor, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(read_fd,))
+            first = subprocess.Popen(
+                supervisor,
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(read_fd,),
+            )
         os.close(read_fd)
         first.wait()  # it forks the supervisor and exits at once
         self.group = first.pid

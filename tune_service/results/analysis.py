@@ -50,8 +50,16 @@ from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
 from tune_service.results.sweep_result import (
-    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, is_number, load as load_summary, rank_trials,
-    ran_to_its_end, trained,
+    IN_PROGRESS_KEY,
+    TUNE_KEYS,
+    SweepResult,
+    TrialRecord,
+    best_trial,
+    is_number,
+    load as load_summary,
+    rank_trials,
+    ran_to_its_end,
+    trained,
 )
 from tune_service.spec.configs import flatten, plain
 
@@ -93,8 +101,10 @@ def load_results(experiment_dir: str | os.PathLike) -> "SweepResults":
     summary = load_summary(directory) if (directory / layout.SUMMARY_FILE).is_file() else None
     saved = _read_sweep_file(directory)
     if summary is None and saved is None:
-        raise TuneServiceError(f"results: {str(directory)!r} has neither {layout.SUMMARY_FILE} nor "
-                               f"{layout.SWEEP_FILE}; is it the directory of a tune-service sweep?")
+        raise TuneServiceError(
+            f"results: {str(directory)!r} has neither {layout.SUMMARY_FILE} nor "
+            f"{layout.SWEEP_FILE}; is it the directory of a tune-service sweep?"
+        )
     return SweepResults(directory, summary, saved)
 
 
@@ -118,13 +128,21 @@ class SweepResults:
         records = list(summary.trials) if summary is not None else []
         directories = layout.trial_dirs(self.experiment_dir)
         listed = {r.trial_id for r in records}
-        reports = {trial_id: layout.read_trial_results(layout.trial_results_file(self.experiment_dir, trial_id))
-                   for trial_id in [*listed, *directories]}
+        reports = {
+            trial_id: layout.read_trial_results(layout.trial_results_file(self.experiment_dir, trial_id))
+            for trial_id in [*listed, *directories]
+        }
         # A running trial's record in a partial summary is as old as the summary: its directory is newer.
-        records = [self._record_from_files(r.trial_id, reports[r.trial_id], r.config)
-                   if r.status == RUNNING and r.trial_id in directories else r for r in records]
-        unlisted = sorted((trial_id for trial_id in directories if trial_id not in listed),
-                          key=lambda trial_id: (_started(reports[trial_id]), trial_id))
+        records = [
+            self._record_from_files(r.trial_id, reports[r.trial_id], r.config)
+            if r.status == RUNNING and r.trial_id in directories
+            else r
+            for r in records
+        ]
+        unlisted = sorted(
+            (trial_id for trial_id in directories if trial_id not in listed),
+            key=lambda trial_id: (_started(reports[trial_id]), trial_id),
+        )
         records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
         #: Every trial as a :class:`~tune_service.results.sweep_result.TrialRecord`, as in ``trials``.
         self.records: tuple[TrialRecord, ...] = tuple(records)
@@ -137,8 +155,10 @@ class SweepResults:
 
     def __repr__(self) -> str:
         counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()
-        return (f"SweepResults({self.location!r}, {len(self.records)} trials {counts}, "
-                f"best {None if self.best is None else self.best.trial_id})")
+        return (
+            f"SweepResults({self.location!r}, {len(self.records)} trials {counts}, "
+            f"best {None if self.best is None else self.best.trial_id})"
+        )
 
     # -- the best trial -------------------------------------------------------------------------------
 
@@ -187,15 +207,21 @@ class SweepResults:
         best = self._require_best("load its model")
         checkpoint = self.best_checkpoint
         if checkpoint is None:
-            raise TuneServiceError(f"results: the best trial {best.trial_id} of {str(self.experiment_dir)!r} has no "
-                                   f"checkpoint (training.checkpoint_every: 0?)")
+            raise TuneServiceError(
+                f"results: the best trial {best.trial_id} of {str(self.experiment_dir)!r} has no "
+                f"checkpoint (training.checkpoint_every: 0?)"
+            )
         if task is None and self._saved is not None and self._saved.get("task_object"):
-            raise TuneServiceError(f"task: this sweep ran with a task object ({self._saved['task_object']}); "
-                                   f"pass the same task to load_best_model(task=...)")
+            raise TuneServiceError(
+                f"task: this sweep ran with a task object ({self._saved['task_object']}); "
+                f"pass the same task to load_best_model(task=...)"
+            )
         resolved = resolve_task(task if task is not None else self.spec.task)
         if resolved.task is None:
-            raise TuneServiceError(f"task: {resolved.reference} is a train_loop_per_worker, whose checkpoints are "
-                                   f"its own; load {str(checkpoint)!r} with your own code")
+            raise TuneServiceError(
+                f"task: {resolved.reference} is a train_loop_per_worker, whose checkpoints are "
+                f"its own; load {str(checkpoint)!r} with your own code"
+            )
         model = resolved.task.model({**resolved.task.defaults, **best.config})
         model.load_state_dict(_unwrapped_state(load_state(checkpoint, map_location="cpu")["model"]))
         return model.eval()
@@ -225,21 +251,27 @@ class SweepResults:
             if found:
                 fixed[parameter.name] = {"value": value}
         source.update(
-            name=f"{spec.name}-best", method="grid", run_cap=1, parameters=fixed,
+            name=f"{spec.name}-best",
+            method="grid",
+            run_cap=1,
+            parameters=fixed,
             scheduler={"type": "fifo", "max_t": spec.scheduler.max_t},
             description=f"the best trial ({best.trial_id}) of sweep {spec.name}: "
-                        f"{self.metric} {best.metrics.get(self.metric)!r}",
+            f"{self.metric} {best.metrics.get(self.metric)!r}",
         )
         from tune_service.spec import load_spec
 
         load_spec(source)  # what it writes runs
         if path is not None:
-            header = [f"# The best configuration of the sweep in {self.experiment_dir}, trained once: "
-                      f"tune-run this file."]
+            header = [
+                f"# The best configuration of the sweep in {self.experiment_dir}, trained once: tune-run this file."
+            ]
             task_object = (self._saved or {}).get("task_object")
             if task_object:
-                header.append(f"# The sweep ran with a task object ({task_object}): pass it again, "
-                              f"tune_service.run(this file, task=...).")
+                header.append(
+                    f"# The sweep ran with a task object ({task_object}): pass it again, "
+                    f"tune_service.run(this file, task=...)."
+                )
             text = "\n".join(header) + "\n" + yaml.safe_dump(plain(source), sort_keys=False)
             layout.atomic_write(Path(path), text)
         return source
@@ -254,16 +286,19 @@ class SweepResults:
         from tune_service.spec import load_spec
 
         if self._saved is None:
-            raise TuneServiceError(f"results: {str(self.experiment_dir)!r} has no {layout.SWEEP_FILE}, which "
-                                   f"holds the sweep's spec")
+            raise TuneServiceError(
+                f"results: {str(self.experiment_dir)!r} has no {layout.SWEEP_FILE}, which holds the sweep's spec"
+            )
         return load_spec(self._saved["spec"])
 
     # -- reading ---------------------------------------------------------------------------------------
 
     def _require_best(self, what: str) -> TrialRecord:
         if self.best is None:
-            raise TuneServiceError(f"results: no trial of {str(self.experiment_dir)!r} has a finite {self.metric} "
-                                   f"yet, so there is no best trial to {what}")
+            raise TuneServiceError(
+                f"results: no trial of {str(self.experiment_dir)!r} has a finite {self.metric} "
+                f"yet, so there is no best trial to {what}"
+            )
         return self.best
 
     @property
@@ -276,8 +311,9 @@ class SweepResults:
         max_t = self._extra.get("max_t")
         return int(max_t) if isinstance(max_t, int) else self.spec.scheduler.max_t
 
-    def _record_from_files(self, trial_id: str, reports: list[dict[str, Any]],
-                           config: dict[str, Any] | None = None) -> TrialRecord:
+    def _record_from_files(
+        self, trial_id: str, reports: list[dict[str, Any]], config: dict[str, Any] | None = None
+    ) -> TrialRecord:
         """A trial's record from its directory and its ``reports`` (for a trial ``summary.json`` does not
         list, or lists as running); ``config``: the summary's, if it has one."""
         trial_dir = layout.trial_dir(self.experiment_dir, trial_id)
@@ -287,8 +323,9 @@ class SweepResults:
             config = config if config is not None else last.get("config", {})
         epochs, steps = trained(reports)
         if not any("epoch" in r for r in reports):  # reports without epochs: Tune's count of them
-            epochs = max((int(r["training_iteration"]) for r in reports if is_number(r.get("training_iteration"))),
-                         default=0)
+            epochs = max(
+                (int(r["training_iteration"]) for r in reports if is_number(r.get("training_iteration"))), default=0
+            )
         failure = layout.read_trial_error(trial_dir)
         # A failure the trial has reported after (Tune's timestamps are whole seconds) was retried.
         failed = failure is not None and not (is_number(last.get("timestamp")) and last["timestamp"] > failure[1])
@@ -309,8 +346,13 @@ class SweepResults:
         rows, metric_columns, config_columns = [], {self.metric: None}, {}
         for record in self.records:
             times = [r[TIME_COLUMN] for r in reports[record.trial_id] if is_number(r.get(TIME_COLUMN))]
-            row = {"trial_id": record.trial_id, "status": record.status, "epochs": record.epochs,
-                   TIME_COLUMN: float(times[-1]) if times else math.nan, "error": record.error}
+            row = {
+                "trial_id": record.trial_id,
+                "status": record.status,
+                "epochs": record.epochs,
+                TIME_COLUMN: float(times[-1]) if times else math.nan,
+                "error": record.error,
+            }
             for key, value in record.metrics.items():
                 if key not in _NOT_METRICS and key not in row:
                     row[key] = value
@@ -383,8 +425,9 @@ def _read_sweep_file(directory: Path) -> dict[str, Any] | None:
     try:
         saved = layout.read_sweep_file(directory)
     except (OSError, ValueError) as err:
-        raise TuneServiceError(f"results: cannot read {str(directory / layout.SWEEP_FILE)!r} "
-                               f"({type(err).__name__})") from None
+        raise TuneServiceError(
+            f"results: cannot read {str(directory / layout.SWEEP_FILE)!r} ({type(err).__name__})"
+        ) from None
     if saved is not None and not isinstance(saved.get("spec"), dict):
         raise TuneServiceError(f"results: {str(directory / layout.SWEEP_FILE)!r} holds no spec")
     return saved
@@ -412,5 +455,5 @@ def _unwrapped_state(state: Mapping[str, Any]) -> dict[str, Any]:
         prefix = next((p for p in _WRAPPER_PREFIXES if all(k.startswith(p) for k in state)), None)
         if prefix is None:
             break
-        state = {k[len(prefix):]: v for k, v in state.items()}
+        state = {k[len(prefix) :]: v for k, v in state.items()}
     return state

@@ -22,7 +22,15 @@ from tune_service.redaction import redact_text
 from tune_service.experiment.layout import SUMMARY_FILE
 from tune_service.experiment.saving import FailingSaves
 from tune_service.results.sweep_result import (
-    IN_PROGRESS_KEY, TUNE_KEYS, SweepResult, TrialRecord, best_trial, one_line_error, ran_to_its_end, trained, write,
+    IN_PROGRESS_KEY,
+    TUNE_KEYS,
+    SweepResult,
+    TrialRecord,
+    best_trial,
+    one_line_error,
+    ran_to_its_end,
+    trained,
+    write,
 )
 from tune_service.spec.configs import plain
 
@@ -53,9 +61,17 @@ class SweepProgress(DriverCallback):
         previous: on resume, the summary the sweep had: its ended trials are kept as they were.
     """
 
-    def __init__(self, experiment_dir: str | Path, metric: str, mode: str, max_t: int, total: int,
-                 observers: Iterable[ProgressObserver] = (), previous: SweepResult | None = None,
-                 time_unit: str = "epoch"):
+    def __init__(
+        self,
+        experiment_dir: str | Path,
+        metric: str,
+        mode: str,
+        max_t: int,
+        total: int,
+        observers: Iterable[ProgressObserver] = (),
+        previous: SweepResult | None = None,
+        time_unit: str = "epoch",
+    ):
         super().__init__(f"{Path(experiment_dir).name}/progress")
         self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
         self.max_t, self.total, self.time_unit = max_t, total, time_unit
@@ -87,14 +103,21 @@ class SweepProgress(DriverCallback):
     def interrupted(self) -> SweepResult:
         """The sweep as it stands, its running trials ``interrupted``: what a driver that cannot wait for
         Tune to stop writes (:mod:`~tune_service.execution.termination`)."""
-        trials = tuple(replace(t, status="interrupted") if t.status == "running" else t
-                       for t in list(self.trials.values()))
+        trials = tuple(
+            replace(t, status="interrupted") if t.status == "running" else t for t in list(self.trials.values())
+        )
         return self._result(trials, {})
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
         best = best_trial(trials, self.metric, self.mode)
-        return SweepResult(self.experiment_dir, self.metric, self.mode, trials, best,
-                           {**extra, "max_t": self.max_t, "time_unit": self.time_unit})
+        return SweepResult(
+            self.experiment_dir,
+            self.metric,
+            self.mode,
+            trials,
+            best,
+            {**extra, "max_t": self.max_t, "time_unit": self.time_unit},
+        )
 
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -127,9 +150,14 @@ class SweepProgress(DriverCallback):
         epochs, steps = trained([result])
         if "epoch" not in result:  # a report without epochs: Tune's count of them
             epochs = int(result.get("training_iteration") or (old.epochs if old else 0))
-        record = TrialRecord(trial.trial_id, status or (old.status if old else "running"), plain(trial.config or {}),
-                             plain(metrics) or (old.metrics if old else {}), epochs,
-                             steps=steps if steps is not None else (old.steps if old else None))
+        record = TrialRecord(
+            trial.trial_id,
+            status or (old.status if old else "running"),
+            plain(trial.config or {}),
+            plain(metrics) or (old.metrics if old else {}),
+            epochs,
+            steps=steps if steps is not None else (old.steps if old else None),
+        )
         self.trials[trial.trial_id] = record
         return record
 

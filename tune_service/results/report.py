@@ -35,19 +35,31 @@ from typing import Any, NamedTuple
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
 from tune_service.results.analysis import metric_by_time
 from tune_service.results.sweep_result import (
-    SweepResult, TrialRecord, final_value, format_value, is_number, rank_trials,
+    SweepResult,
+    TrialRecord,
+    final_value,
+    format_value,
+    is_number,
+    rank_trials,
 )
 from tune_service.spec.configs import flatten
 
 #: Fewer trials with a final value than this: no importance chart, a note instead.
 MIN_TRIALS_FOR_IMPORTANCE = 4
-STATUS_COLOURS = {"completed": "#2ca02c", "stopped": "#ff7f0e", "failed": "#d62728", "interrupted": "#7f7f7f",
-                  "running": "#1f77b4"}
+STATUS_COLOURS = {
+    "completed": "#2ca02c",
+    "stopped": "#ff7f0e",
+    "failed": "#d62728",
+    "interrupted": "#7f7f7f",
+    "running": "#1f77b4",
+}
 _OTHER_COLOUR = "#17becf"
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 #: Run once a chart is drawn (plotly's promise resolved): marks its container with the trace count.
-_RENDERED = ("var gd = document.getElementById('{plot_id}');"
-             " gd.closest('.chart').setAttribute('data-rendered', String(gd.data.length));")
+_RENDERED = (
+    "var gd = document.getElementById('{plot_id}');"
+    " gd.closest('.chart').setAttribute('data-rendered', String(gd.data.length));"
+)
 
 
 def write_report(result: SweepResult, path: Path | None = None) -> Path:
@@ -79,8 +91,9 @@ def render_report(result: SweepResult) -> str:
 class _Trial:
     """A trial with what its ``result.json`` says: its curve and its own time."""
 
-    def __init__(self, record: TrialRecord, history: list[tuple[int, float]], seconds: float | None,
-                 value: float | None):
+    def __init__(
+        self, record: TrialRecord, history: list[tuple[int, float]], seconds: float | None, value: float | None
+    ):
         self.record, self.history, self.seconds, self.value = record, history, seconds, value
 
 
@@ -126,7 +139,7 @@ def _encode(values: list[Any]) -> _Axis:
         low, high = math.log10(min(values)), math.log10(max(values))
         ticks = [float(e) for e in range(math.ceil(low), math.floor(high) + 1)]  # the decades inside
         ticks = sorted(ticks + [end for end in (low, high) if all(abs(end - t) > 0.25 for t in ticks)])
-        return _Axis([math.log10(v) for v in values], ticks, [f"{10 ** t:.3g}" for t in ticks], log=True)
+        return _Axis([math.log10(v) for v in values], ticks, [f"{10**t:.3g}" for t in ticks], log=True)
     labels = sorted({_key(v) for v in values})
     index = {label: float(i) for i, label in enumerate(labels)}
     return _Axis([index[_key(v)] for v in values], list(index.values()), [_short(json.loads(x)) for x in labels])
@@ -195,8 +208,12 @@ def _figure(**layout: Any):
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    figure.update_layout(template="plotly_white", height=460, margin=dict(l=60, r=30, t=30, b=50),
-                         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    figure.update_layout(
+        template="plotly_white",
+        height=460,
+        margin=dict(l=60, r=30, t=30, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    )
     figure.update_layout(**layout)
     return figure
 
@@ -214,36 +231,52 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
         return None, "No trial has reports (trial_<id>/result.json) with the metric."
     rungs = [r for r in result.extra.get("rungs", []) if is_number(r)]
     unit = result.time_unit
-    figure = _figure(xaxis_title=unit + (" (dashed: the scheduler's rungs)" if rungs else ""),
-                     yaxis_title=html.escape(result.metric), hovermode="closest")
+    figure = _figure(
+        xaxis_title=unit + (" (dashed: the scheduler's rungs)" if rungs else ""),
+        yaxis_title=html.escape(result.metric),
+        hovermode="closest",
+    )
     best_id = result.best.trial_id if result.best else None
     legend_shown = set()
     for trial in sorted(drawn, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
         status, best = trial.record.status, trial.record.trial_id == best_id
         times, values = zip(*trial.history, strict=True)
-        figure.add_trace(go.Scatter(
-            x=list(times), y=list(values), mode="lines+markers",
-            name=f"best: {html.escape(trial.record.trial_id)}" if best else status,
-            legendgroup="best" if best else status, showlegend=best or status not in legend_shown,
-            line=dict(color=STATUS_COLOURS.get(status, _OTHER_COLOUR), width=4 if best else 1.5),
-            marker=dict(size=6 if best else 4), opacity=1.0 if best else 0.75,
-            hovertemplate=(f"trial {html.escape(trial.record.trial_id)} ({status})<br>{unit} %{{x}}: %{{y:.4g}}"
-                           f"<br>{_hover_config(trial.record, keys)}<extra></extra>"),
-        ))
+        figure.add_trace(
+            go.Scatter(
+                x=list(times),
+                y=list(values),
+                mode="lines+markers",
+                name=f"best: {html.escape(trial.record.trial_id)}" if best else status,
+                legendgroup="best" if best else status,
+                showlegend=best or status not in legend_shown,
+                line=dict(color=STATUS_COLOURS.get(status, _OTHER_COLOUR), width=4 if best else 1.5),
+                marker=dict(size=6 if best else 4),
+                opacity=1.0 if best else 0.75,
+                hovertemplate=(
+                    f"trial {html.escape(trial.record.trial_id)} ({status})<br>{unit} %{{x}}: %{{y:.4g}}"
+                    f"<br>{_hover_config(trial.record, keys)}<extra></extra>"
+                ),
+            )
+        )
         if not best:
             legend_shown.add(status)
     for rung in rungs:
-        figure.add_vline(x=rung, line=dict(color="#999", dash="dash", width=1),
-                         annotation_text=f"rung {rung:g}", annotation_position="top right",
-                         annotation_font=dict(size=10, color="#666"))
+        figure.add_vline(
+            x=rung,
+            line=dict(color="#999", dash="dash", width=1),
+            annotation_text=f"rung {rung:g}",
+            annotation_position="top right",
+            annotation_font=dict(size=10, color="#666"),
+        )
     return figure, None
 
 
 def _parallel_coordinates(result: SweepResult, keys: list[str]):
     import plotly.graph_objects as go
 
-    usable = rank_trials([t for t in result.trials if final_value(t, result.metric) is not None],
-                         result.metric, result.mode)[::-1]
+    usable = rank_trials(
+        [t for t in result.trials if final_value(t, result.metric) is not None], result.metric, result.mode
+    )[::-1]
     if not keys:
         return None, "No parameter was searched (every trial has the same config)."
     if len(usable) < 2:
@@ -260,16 +293,29 @@ def _parallel_coordinates(result: SweepResult, keys: list[str]):
     dimensions.append(dict(label=html.escape(result.metric), values=scores))
     left_out = len(result.trials) - len(usable)
     figure = _figure(margin=dict(l=70, r=70, t=60, b=60))
-    figure.add_trace(go.Parcoords(
-        dimensions=dimensions,
-        line=dict(color=scores, colorscale="Viridis", reversescale=result.mode == "min", showscale=True,
-                  colorbar=dict(title=dict(text=html.escape(result.metric)))),
-        labelangle=0,
-    ))
+    figure.add_trace(
+        go.Parcoords(
+            dimensions=dimensions,
+            line=dict(
+                color=scores,
+                colorscale="Viridis",
+                reversescale=result.mode == "min",
+                showscale=True,
+                colorbar=dict(title=dict(text=html.escape(result.metric))),
+            ),
+            labelangle=0,
+        )
+    )
     if left_out:
-        figure.add_annotation(text=f"{left_out} trial(s) without a final value (failed) left out",
-                              xref="paper", yref="paper", x=0, y=-0.14, showarrow=False,
-                              font=dict(size=11, color="#666"))
+        figure.add_annotation(
+            text=f"{left_out} trial(s) without a final value (failed) left out",
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.14,
+            showarrow=False,
+            font=dict(size=11, color="#666"),
+        )
     return figure, None
 
 
@@ -280,14 +326,27 @@ def _importance(result: SweepResult, keys: list[str]):
         return None, "No parameter was searched: nothing to rank."
     shares = parameter_importance(result)
     if shares is None:
-        return None, (f"Not enough to estimate importance: it needs at least {MIN_TRIALS_FOR_IMPORTANCE} "
-                      f"trials with a final value of {result.metric} that differ.")
+        return None, (
+            f"Not enough to estimate importance: it needs at least {MIN_TRIALS_FOR_IMPORTANCE} "
+            f"trials with a final value of {result.metric} that differ."
+        )
     names = list(shares)[::-1]  # the largest on top
-    figure = _figure(height=max(220, 60 + 36 * len(names)), xaxis_title="share of importance",
-                     xaxis_tickformat=".0%", margin=dict(l=160, r=30, t=20, b=50))
-    figure.add_trace(go.Bar(x=[shares[n] for n in names], y=[html.escape(n) for n in names],
-                            orientation="h", marker_color="#4c78a8", name="importance",
-                            hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    figure = _figure(
+        height=max(220, 60 + 36 * len(names)),
+        xaxis_title="share of importance",
+        xaxis_tickformat=".0%",
+        margin=dict(l=160, r=30, t=20, b=50),
+    )
+    figure.add_trace(
+        go.Bar(
+            x=[shares[n] for n in names],
+            y=[html.escape(n) for n in names],
+            orientation="h",
+            marker_color="#4c78a8",
+            name="importance",
+            hovertemplate="%{y}: %{x:.1%}<extra></extra>",
+        )
+    )
     return figure, None
 
 
@@ -307,14 +366,24 @@ def _best_traces(result: SweepResult, trials: list[_Trial], xs: list[float]):
     values = [t.value for t in trials]
     points = [(x, t) for x, t in zip(xs, trials, strict=True) if t.value is not None]
     return [
-        go.Scatter(x=[x for x, _ in points], y=[t.value for _, t in points], mode="markers",
-                   name="a trial's final value (colour: its status)",
-                   marker=dict(size=8, color=[STATUS_COLOURS.get(t.record.status, _OTHER_COLOUR) for _, t in points]),
-                   text=[f"trial {html.escape(t.record.trial_id)} ({t.record.status})" for _, t in points],
-                   hovertemplate="%{text}<br>%{y:.4g}<extra></extra>"),
-        go.Scatter(x=xs, y=_best_so_far(values, result.mode), mode="lines", name="best so far",
-                   line=dict(color="black", width=2.5, shape="hv"), connectgaps=False,
-                   hovertemplate="best so far: %{y:.4g}<extra></extra>"),
+        go.Scatter(
+            x=[x for x, _ in points],
+            y=[t.value for _, t in points],
+            mode="markers",
+            name="a trial's final value (colour: its status)",
+            marker=dict(size=8, color=[STATUS_COLOURS.get(t.record.status, _OTHER_COLOUR) for _, t in points]),
+            text=[f"trial {html.escape(t.record.trial_id)} ({t.record.status})" for _, t in points],
+            hovertemplate="%{text}<br>%{y:.4g}<extra></extra>",
+        ),
+        go.Scatter(
+            x=xs,
+            y=_best_so_far(values, result.mode),
+            mode="lines",
+            name="best so far",
+            line=dict(color="black", width=2.5, shape="hv"),
+            connectgaps=False,
+            hovertemplate="best so far: %{y:.4g}<extra></extra>",
+        ),
     ]
 
 
@@ -349,14 +418,29 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
         points_at = [i for i, t in enumerate(trials) if t.value is not None]
 
         def view(xs: list[float], title: str, label: str) -> dict[str, Any]:
-            return dict(label=label, method="update",
-                        args=[{"x": [[xs[i] for i in points_at], xs]}, {"xaxis.title.text": title}])
+            return dict(
+                label=label,
+                method="update",
+                args=[{"x": [[xs[i] for i in points_at], xs]}, {"xaxis.title.text": title}],
+            )
 
-        figure.update_layout(updatemenus=[dict(
-            type="buttons", direction="right", x=1.0, xanchor="right", y=1.02, yanchor="bottom",
-            buttons=[view(spent, f"compute: cumulative trial-{unit}s", f"trial-{unit}s"),
-                     view(seconds, "compute: cumulative trial time (s)", "trial time")])],
-            margin=dict(t=60))
+        figure.update_layout(
+            updatemenus=[
+                dict(
+                    type="buttons",
+                    direction="right",
+                    x=1.0,
+                    xanchor="right",
+                    y=1.02,
+                    yanchor="bottom",
+                    buttons=[
+                        view(spent, f"compute: cumulative trial-{unit}s", f"trial-{unit}s"),
+                        view(seconds, "compute: cumulative trial time (s)", "trial time"),
+                    ],
+                )
+            ],
+            margin=dict(t=60),
+        )
     return figure, None
 
 
@@ -372,11 +456,22 @@ def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
     rows = []
     for number, trial in sorted(enumerate(trials, 1), key=lambda pair: ranked[pair[1].record.trial_id]):
         record, config = trial.record, flatten(trial.record.config)
-        cells = [ranked[record.trial_id], number, record.trial_id, record.status, record.progress(result.time_unit),
-                 record.metrics.get(result.metric), trial.seconds, *(config.get(k) for k in keys)]
+        cells = [
+            ranked[record.trial_id],
+            number,
+            record.trial_id,
+            record.status,
+            record.progress(result.time_unit),
+            record.metrics.get(result.metric),
+            trial.seconds,
+            *(config.get(k) for k in keys),
+        ]
         cells += [record.error] if with_errors else []
-        tds = "".join(f'<td data-sort="{html.escape(_sort_key(c))}"{_status_class(i == 3, record.status)}>'
-                      f"{html.escape(_cell(c))}</td>" for i, c in enumerate(cells))
+        tds = "".join(
+            f'<td data-sort="{html.escape(_sort_key(c))}"{_status_class(i == 3, record.status)}>'
+            f"{html.escape(_cell(c))}</td>"
+            for i, c in enumerate(cells)
+        )
         best = ' class="best"' if record.trial_id == best_id else ""
         rows.append(f"<tr{best}>{tds}</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
@@ -401,17 +496,23 @@ def _header(result: SweepResult) -> str:
         counts[t.status] = counts.get(t.status, 0) + 1
     summary = ", ".join(f'<span class="status-{html.escape(s)}">{n} {html.escape(s)}</span>' for s, n in counts.items())
     best = result.best
-    best_line = "No trial finished with a usable value." if best is None else (
-        f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(result.metric)} = "
-        f"<b>{html.escape(format_value(best.metrics.get(result.metric)))}</b> "
-        f"({html.escape(', '.join(f'{k}={_cell(v)}' for k, v in sorted(flatten(best.config).items())))})")
+    best_line = (
+        "No trial finished with a usable value."
+        if best is None
+        else (
+            f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(result.metric)} = "
+            f"<b>{html.escape(format_value(best.metrics.get(result.metric)))}</b> "
+            f"({html.escape(', '.join(f'{k}={_cell(v)}' for k, v in sorted(flatten(best.config).items())))})"
+        )
+    )
     rungs = result.extra.get("rungs") or []
-    return (f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
-            f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
-            f"{len(result.trials)} trials: {summary}"
-            + (f"; rungs at {result.time_unit}s {html.escape(', '.join(format_value(r) for r in rungs))}"
-               if rungs else "")
-            + f".</p><p>{best_line}</p>")
+    return (
+        f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
+        f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
+        f"{len(result.trials)} trials: {summary}"
+        + (f"; rungs at {result.time_unit}s {html.escape(', '.join(format_value(r) for r in rungs))}" if rungs else "")
+        + f".</p><p>{best_line}</p>"
+    )
 
 
 class _Page:
@@ -427,18 +528,26 @@ class _Page:
         else:
             import plotly.io as pio
 
-            chart = pio.to_html(figure, full_html=False, include_plotlyjs=not self.bundled, div_id=f"chart-{name}",
-                                config=_PLOTLY_CONFIG, post_script=_RENDERED)
+            chart = pio.to_html(
+                figure,
+                full_html=False,
+                include_plotlyjs=not self.bundled,
+                div_id=f"chart-{name}",
+                config=_PLOTLY_CONFIG,
+                post_script=_RENDERED,
+            )
             self.bundled = True
             content = f'<div class="chart" data-chart="{name}">{chart}</div>'
         self.body.append(f'<section id="{name}"><h2>{html.escape(title)}</h2>{content}</section>')
 
     def html(self, title: str, header: str) -> str:
         title = html.escape(title)
-        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-                f"<title>{title}</title><style>{_CSS}</style></head>"
-                f"<body><header><h1>{title}</h1>{header}</header>{''.join(self.body)}"
-                f"<script>{_SORT_JS}</script></body></html>\n")
+        return (
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{title}</title><style>{_CSS}</style></head>"
+            f"<body><header><h1>{title}</h1>{header}</header>{''.join(self.body)}"
+            f"<script>{_SORT_JS}</script></body></html>\n"
+        )
 
 
 _CSS = """

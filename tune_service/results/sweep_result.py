@@ -30,11 +30,26 @@ from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY
 
 #: Tune's bookkeeping keys, left out of a trial's metrics.
-TUNE_KEYS = frozenset({
-    "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
-    "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore", "config",
-    "checkpoint_path", "should_checkpoint",
-})
+TUNE_KEYS = frozenset(
+    {
+        "timestamp",
+        "checkpoint_dir_name",
+        "done",
+        "training_iteration",
+        "trial_id",
+        "date",
+        "time_this_iter_s",
+        "time_total_s",
+        "pid",
+        "hostname",
+        "node_ip",
+        "time_since_restore",
+        "iterations_since_restore",
+        "config",
+        "checkpoint_path",
+        "should_checkpoint",
+    }
+)
 #: The key of a summary whose sweep was stopped before its end, and why (``failure.max_failed_trials``).
 STOPPED_KEY = "stopped"
 #: The key of a summary whose sweep ran its time limit (``limits.sweep_s``): it can be resumed.
@@ -120,8 +135,9 @@ class SweepResult:
             "experiment_dir": self.experiment_dir,
             "metric": self.metric,
             "mode": self.mode,
-            "best": (None if best is None
-                     else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics}),
+            "best": (
+                None if best is None else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics}
+            ),
             "trials": [asdict(t) for t in self.trials],
             **self.extra,
         }
@@ -134,14 +150,26 @@ class SweepResult:
         if self.metric is None:  # nothing ranks the trials: in their order, with what each logged last
             keys += sorted({k for t in rows for k in t.metrics if k not in (*UNRANKED_HIDDEN, *keys)})[:LOGGED_COLUMNS]
             header = ["trial", "status", f"{self.time_unit}s", *keys]
-            table = [header] + [[t.trial_id, t.status, str(t.progress(self.time_unit)),
-                                 *(format_value(t.config.get(k, t.metrics.get(k))) for k in keys)] for t in rows]
+            table = [header] + [
+                [
+                    t.trial_id,
+                    t.status,
+                    str(t.progress(self.time_unit)),
+                    *(format_value(t.config.get(k, t.metrics.get(k))) for k in keys),
+                ]
+                for t in rows
+            ]
         else:
             header = ["rank", "trial", "status", f"{self.time_unit}s", self.metric, *keys]
             table = [header] + [
-                [str(i + 1), t.trial_id, t.status, str(t.progress(self.time_unit)),
-                 format_value(t.metrics.get(self.metric)),
-                 *(format_value(t.config.get(k)) for k in keys)]
+                [
+                    str(i + 1),
+                    t.trial_id,
+                    t.status,
+                    str(t.progress(self.time_unit)),
+                    format_value(t.metrics.get(self.metric)),
+                    *(format_value(t.config.get(k)) for k in keys),
+                ]
                 for i, t in enumerate(rows)
             ]
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
@@ -192,8 +220,15 @@ def best_trial(trials, metric: str | None, mode: str | None) -> TrialRecord | No
 _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
 
 
-def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int,
-            unfinished: set[str] | frozenset[str] = frozenset(), time_unit: str = "epoch") -> SweepResult:
+def collect(
+    result_grid,
+    experiment_dir: str,
+    metric: str,
+    mode: str,
+    max_t: int,
+    unfinished: set[str] | frozenset[str] = frozenset(),
+    time_unit: str = "epoch",
+) -> SweepResult:
     """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
     ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``);
     ``max_t`` counts ``time_unit``s."""
@@ -214,8 +249,9 @@ def collect(result_grid, experiment_dir: str, metric: str, mode: str, max_t: int
         else:
             status = "completed" if ran_to_its_end(record.progress(time_unit), max_t, last) else "stopped"
         trials.append(replace(record, status=status))
-    return SweepResult(experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode),
-                       {"time_unit": time_unit})
+    return SweepResult(
+        experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode), {"time_unit": time_unit}
+    )
 
 
 def _trial_id_from_path(path: str | None) -> str:
@@ -261,11 +297,14 @@ def load(experiment_dir: str | os.PathLike) -> SweepResult:
     try:
         data = json.loads(read_remote_text(summary) if remote else summary.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
-        raise TuneServiceError(f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
-                               f"is it the directory of a finished or interrupted sweep?") from None
+        raise TuneServiceError(
+            f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
+            f"is it the directory of a finished or interrupted sweep?"
+        ) from None
     trials = tuple(TrialRecord(**t) for t in data["trials"])
     extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
     # The directory it was read from: an experiment directory may have been moved or copied.
     where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())
-    return SweepResult(where, data["metric"], data["mode"], trials, best_trial(trials, data["metric"], data["mode"]),
-                       extra)
+    return SweepResult(
+        where, data["metric"], data["mode"], trials, best_trial(trials, data["metric"], data["mode"]), extra
+    )

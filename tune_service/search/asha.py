@@ -47,12 +47,20 @@ class PromotingASHA(FIFOScheduler):
 
     _mode: str | None = None
 
-    def __init__(self, time_attr: str, max_t: float, grace_period: float, reduction_factor: float,
-                 recorded: dict[str, RecordedTrial] | None = None):
+    def __init__(
+        self,
+        time_attr: str,
+        max_t: float,
+        grace_period: float,
+        reduction_factor: float,
+        recorded: dict[str, RecordedTrial] | None = None,
+    ):
         super().__init__()
         if not (0 < grace_period <= max_t) or reduction_factor <= 1:
-            raise ValueError(f"ASHA needs 0 < grace_period <= max_t and reduction_factor > 1, got "
-                             f"{grace_period}, {max_t}, {reduction_factor}")
+            raise ValueError(
+                f"ASHA needs 0 < grace_period <= max_t and reduction_factor > 1, got "
+                f"{grace_period}, {max_t}, {reduction_factor}"
+            )
         self.time_attr, self.max_t, self.eta = time_attr, max_t, reduction_factor
         self.milestones = asha_milestones(grace_period, max_t, reduction_factor)[::-1]  # highest first
         #: Per milestone, each trial's value there (higher is better: the metric, negated when minimised).

@@ -79,9 +79,15 @@ class WaitingHyperBand(HyperBandForBOHB):
         return action
 
     def _create_bracket(self, s: int) -> FillOnceBracket:
-        return FillOnceBracket(time_attr=self._time_attr, max_trials=self._get_n0(s), init_t_attr=self._get_r0(s),
-                               max_t_attr=self._max_t_attr, eta=self._eta, s=s,
-                               stop_last_trials=self._stop_last_trials)
+        return FillOnceBracket(
+            time_attr=self._time_attr,
+            max_trials=self._get_n0(s),
+            init_t_attr=self._get_r0(s),
+            max_t_attr=self._max_t_attr,
+            eta=self._eta,
+            s=s,
+            stop_last_trials=self._stop_last_trials,
+        )
 
 
 class ResumedHyperBand(WaitingHyperBand):
@@ -148,8 +154,14 @@ def creation_index(trial: Trial) -> int:
     return int(counter) if counter.isdigit() else sys.maxsize
 
 
-def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, metric_op: float,
-                   max_t: int, time_attr: str = TIME_ATTR) -> None:
+def replay_bracket(
+    bracket: _Bracket,
+    recorded: Mapping[str, Any],
+    metric: str,
+    metric_op: float,
+    max_t: int,
+    time_attr: str = TIME_ATTR,
+) -> None:
     """Bring ``bracket``, freshly filled with its restored trials, to the state it had when the driver died.
 
     Each halving the recorded results show to have happened is made again (the same trials compared at
@@ -157,8 +169,10 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
     ended leave the bracket, as they did then. A trial that resumes is left holding its last result
     before its checkpoint: its results from the checkpoint on are delivered again.
     """
-    results = {t: _finite_prefix(recorded[t.trial_id].results, metric) if t.trial_id in recorded else ()
-               for t in bracket.current_trials()}
+    results = {
+        t: _finite_prefix(recorded[t.trial_id].results, metric) if t.trial_id in recorded else ()
+        for t in bracket.current_trials()
+    }
 
     def at_milestone(trial: Trial) -> dict | None:
         return next((r for r in results[trial] if r.get(time_attr, 0) >= private(bracket, "_cumul_r")), None)
@@ -169,8 +183,11 @@ def replay_bracket(bracket: _Bracket, recorded: Mapping[str, Any], metric: str, 
             if result is None and trial.status in _ENDED:  # ended before the milestone: it left then
                 bracket.cleanup_trial(trial)
                 del reached[trial]
-        if not reached or None in reached.values() or not (bracket.filled() or _halved(bracket, results, max_t,
-                                                                                       time_attr)):
+        if (
+            not reached
+            or None in reached.values()
+            or not (bracket.filled() or _halved(bracket, results, max_t, time_attr))
+        ):
             break  # the halving is still to come
         private(bracket, "_live_trials").update(reached)  # the bracket's record of each trial's last result
         _, stopped = bracket.successive_halving(metric, metric_op)

@@ -39,8 +39,9 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     # itself).
     stopped = _STOPPED_TRIALS.get(spec.searcher) if spec.scheduler.type != "fifo" else None
     budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if stopped else None
-    searcher = trial_configs(inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget,
-                             stopped or "as_worst_completed")
+    searcher = trial_configs(
+        inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget, stopped or "as_worst_completed"
+    )
     # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
     num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials
@@ -60,12 +61,18 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     if s.type == "asha":
         from tune_service.search.asha import PromotingASHA
 
-        return PromotingASHA(time_attr=s.time_attr, max_t=s.max_t, grace_period=s.grace_period,
-                             reduction_factor=s.reduction_factor, recorded=recorded)
+        return PromotingASHA(
+            time_attr=s.time_attr,
+            max_t=s.max_t,
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+            recorded=recorded,
+        )
     from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
 
-    hyperband_args = dict(bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t,
-                          reduction_factor=s.reduction_factor)
+    hyperband_args = dict(
+        bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t, reduction_factor=s.reduction_factor
+    )
     if recorded is not None:
         return ResumedHyperBand(recorded, **hyperband_args)
     return WaitingHyperBand(**hyperband_args)
@@ -89,8 +96,13 @@ def _hyperopt(spec: SweepSpec):
 
     space = spaces.hyperopt_space(spec.parameters)
     # metric and mode go to the searcher itself: Tune does not pass them to a searcher built with a space.
-    return HyperOptSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode,
-                          random_state_seed=spec.seed, n_initial_points=_initial_points(spec))
+    return HyperOptSearch(
+        space=space,
+        metric=spec.metric.name,
+        mode=spec.metric.mode,
+        random_state_seed=spec.seed,
+        n_initial_points=_initial_points(spec),
+    )
 
 
 def _initial_points(spec: SweepSpec) -> int:
@@ -103,23 +115,32 @@ def _bohb(spec: SweepSpec):
         import ConfigSpace  # noqa: F401
         import hpbandster  # noqa: F401
     except ImportError as err:
-        raise SpecError([Problem("method", f"bohb needs the packages hpbandster and ConfigSpace ({err.name} is not "
-                                           f"installed): pip install 'tune-service[bohb]'")]) from None
+        raise SpecError(
+            [
+                Problem(
+                    "method",
+                    f"bohb needs the packages hpbandster and ConfigSpace ({err.name} is not "
+                    f"installed): pip install 'tune-service[bohb]'",
+                )
+            ]
+        ) from None
     from ray.tune.search.bohb import TuneBOHB
 
     from tune_service.search.wrappers import OwnNumpyRandom
 
     space = spaces.config_space(spec.parameters, seed=spec.seed)
-    return OwnNumpyRandom(TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed),
-                          spec.seed)
+    return OwnNumpyRandom(
+        TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed), spec.seed
+    )
 
 
 def _optuna(spec: SweepSpec):
     try:  # the `optuna` extra
         import optuna
     except ImportError:
-        raise SpecError([Problem("method", "optuna needs the package optuna (not installed): "
-                                           "pip install 'tune-service[optuna]'")]) from None
+        raise SpecError(
+            [Problem("method", "optuna needs the package optuna (not installed): pip install 'tune-service[optuna]'")]
+        ) from None
     from ray.tune.search.optuna import OptunaSearch
 
     space = spaces.OptunaSpace(spec.parameters)
@@ -128,8 +149,9 @@ def _optuna(spec: SweepSpec):
     # stated rather than left to the installed major (the extra allows 4 and 5): multivariate, with the
     # constant liar for trials still running (Optuna 5's defaults for one objective, and what the
     # search-quality benchmark measured; Optuna 4 defaults to neither).
-    sampler = optuna.samplers.TPESampler(seed=spec.seed, n_startup_trials=min(10, _initial_points(spec)),
-                                         multivariate=True, constant_liar=True)
+    sampler = optuna.samplers.TPESampler(
+        seed=spec.seed, n_startup_trials=min(10, _initial_points(spec)), multivariate=True, constant_liar=True
+    )
     return OptunaSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode, sampler=sampler)
 
 

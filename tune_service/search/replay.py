@@ -41,8 +41,9 @@ class RecordedTrial:
         return tuple(r for r in self.results if r.get(self.time_attr, 0) < self.checkpoint_time)
 
 
-def read_recorded(experiment_dir: Path, storage: tuple[Any, str] | None = None,
-                  time_attr: str = TIME_ATTR) -> dict[str, RecordedTrial]:
+def read_recorded(
+    experiment_dir: Path, storage: tuple[Any, str] | None = None, time_attr: str = TIME_ATTR
+) -> dict[str, RecordedTrial]:
     """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
     (the last one of a file) is skipped. ``storage``: the experiment's (pyarrow filesystem, path) where
     the trials' checkpoints are, when not in ``experiment_dir`` (remote storage, whose local mirror has none);

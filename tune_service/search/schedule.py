@@ -112,8 +112,15 @@ def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = Fa
         brackets = (Bracket((Rung(scheduler.max_t, num_trials),)),)
         return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
     if scheduler.type == "asha":
-        return Schedule("asha", num_trials, scheduler.max_t, (_asha_bracket(scheduler, num_trials),), exact=False,
-                        unit=unit, open_ended=open_ended)
+        return Schedule(
+            "asha",
+            num_trials,
+            scheduler.max_t,
+            (_asha_bracket(scheduler, num_trials),),
+            exact=False,
+            unit=unit,
+            open_ended=open_ended,
+        )
     brackets = _hyperband_brackets(scheduler.max_t, scheduler.reduction_factor, num_trials, bohb)
     return Schedule("hyperband", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
 
@@ -124,7 +131,7 @@ def asha_milestones(grace_period: float, max_t: float, eta: float) -> list[float
     nothing (a trial ends there anyway). Both the plan and the scheduler
     (:class:`~tune_service.search.asha.PromotingASHA`) take them from here."""
     count = int(math.log(max_t / grace_period) / math.log(eta) + 1)
-    return [grace_period * eta ** k for k in range(count)]
+    return [grace_period * eta**k for k in range(count)]
 
 
 def _asha_bracket(s: SchedulerSpec, num_trials: int) -> Bracket:
@@ -138,7 +145,7 @@ def _asha_bracket(s: SchedulerSpec, num_trials: int) -> Bracket:
 
 def _survivors(num_trials: int, eta: float, rung: int) -> float:
     """Trials expected past ``rung`` comparisons: a fraction ``1/eta`` each time, never fewer than one."""
-    return min(float(num_trials), max(1.0, num_trials / eta ** rung))
+    return min(float(num_trials), max(1.0, num_trials / eta**rung))
 
 
 def _hyperband_brackets(max_t: int, eta: float, num_trials: int, bohb: bool) -> tuple[Bracket, ...]:
@@ -152,7 +159,7 @@ def _hyperband_brackets(max_t: int, eta: float, num_trials: int, bohb: bool) -> 
         first_milestone = int(max_t * eta ** (-s))
         if first_milestone == 0:  # Ray skips a bracket whose first rung would be below one epoch
             continue
-        planned = int(math.ceil(brackets_per_band / (s + 1) * eta ** s))
+        planned = int(math.ceil(brackets_per_band / (s + 1) * eta**s))
         live = min(planned, left)
         left -= live
         brackets.append(_halving(live, planned, first_milestone, s, max_t, eta))

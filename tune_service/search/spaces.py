@@ -62,8 +62,9 @@ def masses(p: ParameterSpec) -> list[float]:
 
 
 def _refuse(p: ParameterSpec, searcher: str, reason: str, alternatives: str) -> SpecError:
-    return SpecError([Problem(f"parameters.{p.name}",
-                              f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")])
+    return SpecError(
+        [Problem(f"parameters.{p.name}", f"{searcher} cannot sample {p.distribution}: {reason}; {alternatives}")]
+    )
 
 
 def _listed(p: ParameterSpec, searcher: str) -> list:
@@ -127,10 +128,15 @@ def grid_points(params: Sequence[ParameterSpec]) -> Iterator[dict[str, Any]]:
     axes = []
     for p in params:
         if support(p) is None:
-            reason = ("a continuous range has no finite grid" if p.shape.bounded
-                      else "an unbounded law has no finite grid")
-            raise _refuse(p, "grid", reason, "list the points with `values: [...]`, use a q_ form with bounds, "
-                                             "or use method random, bayes or bohb")
+            reason = (
+                "a continuous range has no finite grid" if p.shape.bounded else "an unbounded law has no finite grid"
+            )
+            raise _refuse(
+                p,
+                "grid",
+                reason,
+                "list the points with `values: [...]`, use a q_ form with bounds, or use method random, bayes or bohb",
+            )
         axes.append((p, _listed(p, "grid")))
 
     def walk(index: int, partial: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -161,8 +167,15 @@ def grid_size(params: Sequence[ParameterSpec], cap: int | None) -> int:
         total = sum(1 for _ in itertools.islice(points, (cap or MAX_GRID_POINTS) + 1))
     if cap is None and total > MAX_GRID_POINTS:
         shown = f"{total}" if all(not p.when for p in params) else f"more than {MAX_GRID_POINTS}"
-        raise SpecError([Problem("run_cap", f"a grid of at most {MAX_GRID_POINTS} points runs whole; this one has "
-                                            f"{shown}: set run_cap to run its first N points, or use method random")])
+        raise SpecError(
+            [
+                Problem(
+                    "run_cap",
+                    f"a grid of at most {MAX_GRID_POINTS} points runs whole; this one has "
+                    f"{shown}: set run_cap to run its first N points, or use method random",
+                )
+            ]
+        )
     return total if cap is None else min(cap, total)
 
 
@@ -196,11 +209,15 @@ def _hyperopt_level(level: list[ParameterSpec], children: dict, tag: str) -> dic
         if not kids:
             space[p.name] = _hyperopt_expression(p, label)
             continue
-        branches = [{p.name: v, **_hyperopt_level([k for k in kids if v in k.when[0][1]], children,
-                                                  f"{tag}|{p.name}={v}")} for v in p.values]
-        space[_BRANCH + p.name] = (hp.pchoice(label, list(zip(p.probabilities, branches, strict=True)))
-                                   if p.probabilities
-                                   else hp.choice(label, branches))
+        branches = [
+            {p.name: v, **_hyperopt_level([k for k in kids if v in k.when[0][1]], children, f"{tag}|{p.name}={v}")}
+            for v in p.values
+        ]
+        space[_BRANCH + p.name] = (
+            hp.pchoice(label, list(zip(p.probabilities, branches, strict=True)))
+            if p.probabilities
+            else hp.choice(label, branches)
+        )
     return space
 
 
@@ -230,8 +247,12 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
     if s.base == "beta":
         raise _refuse(p, "hyperopt", "hyperopt has no beta law", "use q_beta, or method random or bohb")
     if s.bounded:
-        raise _refuse(p, "hyperopt", "hyperopt's normal laws cannot be truncated to min/max (clipping would pile "
-                                     "mass on the bounds)", "drop min and max, or use method random or bohb")
+        raise _refuse(
+            p,
+            "hyperopt",
+            "hyperopt's normal laws cannot be truncated to min/max (clipping would pile mass on the bounds)",
+            "drop min and max, or use method random or bohb",
+        )
     normal = s.base == "normal"
     if s.q is not None:
         return (hp.qnormal if normal else hp.qlognormal)(label, s.mu, s.sigma, s.q)
@@ -260,8 +281,11 @@ def config_space(params: Sequence[ParameterSpec], seed: int):
     for p in searched:
         if p.when and p.when[0][0] in added:
             parent, allowed = added[p.when[0][0]], list(p.when[0][1])
-            cs.add(CS.EqualsCondition(added[p.name], parent, allowed[0]) if len(allowed) == 1
-                   else CS.InCondition(added[p.name], parent, allowed))
+            cs.add(
+                CS.EqualsCondition(added[p.name], parent, allowed[0])
+                if len(allowed) == 1
+                else CS.InCondition(added[p.name], parent, allowed)
+            )
     return cs
 
 
@@ -281,8 +305,12 @@ def _config_hyperparameter(CS, p: ParameterSpec):
             return CS.UniformIntegerHyperparameter(n, 0, len(values) - 1)
         return CS.CategoricalHyperparameter(n, values, weights=masses(p))
     if not s.bounded:
-        raise _refuse(p, "bohb", "ConfigSpace needs bounds for a normal law", "give min and max (a truncated "
-                                                                              "normal), or use method random or bayes")
+        raise _refuse(
+            p,
+            "bohb",
+            "ConfigSpace needs bounds for a normal law",
+            "give min and max (a truncated normal), or use method random or bayes",
+        )
     if s.q is not None:  # pragma: no cover - a bounded q_ form always has a finite support
         raise ValueError(p.distribution)
     if s.base in ("uniform", "loguniform"):
@@ -291,8 +319,12 @@ def _config_hyperparameter(CS, p: ParameterSpec):
         return CS.NormalFloatHyperparameter(n, mu=s.mu, sigma=s.sigma, lower=s.low, upper=s.high)
     if s.base == "beta":
         return CS.BetaFloatHyperparameter(n, alpha=s.a, beta=s.b, lower=0.0, upper=1.0)
-    raise _refuse(p, "bohb", "ConfigSpace's log-normal is not exp(normal(mu, sigma)) truncated to [min, max]",
-                  "use method random or bayes, or a q_log_normal with min and max")
+    raise _refuse(
+        p,
+        "bohb",
+        "ConfigSpace's log-normal is not exp(normal(mu, sigma)) truncated to [min, max]",
+        "use method random or bayes, or a q_log_normal with min and max",
+    )
 
 
 def bohb_indexed(params: Sequence[ParameterSpec]) -> tuple[str, ...]:
@@ -341,16 +373,25 @@ def check_optuna(params: Iterable[ParameterSpec]) -> None:
             continue
         if p.distribution == "categorical":
             if p.probabilities:
-                raise _refuse(p, "optuna", "Optuna's choices cannot be weighted", "drop probabilities, or use method "
-                                                                                  "random or bayes")
+                raise _refuse(
+                    p,
+                    "optuna",
+                    "Optuna's choices cannot be weighted",
+                    "drop probabilities, or use method random or bayes",
+                )
             if not all(isinstance(v, _OPTUNA_CHOICES) for v in p.values):
-                raise _refuse(p, "optuna", "Optuna's choices must be scalars", "use scalar values, or method random "
-                                                                               "or bayes")
+                raise _refuse(
+                    p, "optuna", "Optuna's choices must be scalars", "use scalar values, or method random or bayes"
+                )
             continue
         s = p.shape
         if s.base not in ("uniform", "loguniform"):
-            raise _refuse(p, "optuna", f"Optuna has no {s.base.replace('log', 'log-')} prior",
-                          "use a uniform or log-uniform form, or method random or bayes")
+            raise _refuse(
+                p,
+                "optuna",
+                f"Optuna has no {s.base.replace('log', 'log-')} prior",
+                "use a uniform or log-uniform form, or method random or bayes",
+            )
         if not s.bounded:  # pragma: no cover - uniform and log-uniform forms always have bounds
             raise _refuse(p, "optuna", "Optuna needs bounds", "give min and max")
         if support(p) is not None:
@@ -421,4 +462,3 @@ def _typed(p: ParameterSpec, value: Any) -> Any:
     if p.shape.integral:
         return int(round(value))
     return float(value)
-

@@ -82,8 +82,7 @@ class SearcherWrapper(Searcher):
     def save(self, checkpoint_path: str) -> None:
         layers = list(self.layers())
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"layers": [layer.own_state() for layer in layers],
-                         "model": saved_state(layers[-1].inner)}, f)
+            pickle.dump({"layers": [layer.own_state() for layer in layers], "model": saved_state(layers[-1].inner)}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
@@ -222,8 +221,14 @@ class FidelityCorrected(SearcherWrapper):
     A searcher that models fidelities itself (BOHB), or one under FIFO, gets no budget.
     """
 
-    def __init__(self, inner: Searcher, metric: str | None, mode: str | None, budget: tuple[str, float] | None = None,
-                 stopped: str = "as_worst_completed"):
+    def __init__(
+        self,
+        inner: Searcher,
+        metric: str | None,
+        mode: str | None,
+        budget: tuple[str, float] | None = None,
+        stopped: str = "as_worst_completed",
+    ):
         super().__init__(inner, metric, mode)
         if stopped not in _STOPPED_HEARD:
             raise ValueError(f"stopped: {stopped!r}, not one of {_STOPPED_HEARD}")
@@ -273,9 +278,15 @@ class FidelityCorrected(SearcherWrapper):
         self.worst_completed = state
 
 
-def trial_configs(model: Searcher, decoder: Decoder, metric: str | None, mode: str | None,
-                  target: float | None = None, budget: tuple[str, float] | None = None,
-                  stopped: str = "as_worst_completed") -> SearcherWrapper:
+def trial_configs(
+    model: Searcher,
+    decoder: Decoder,
+    metric: str | None,
+    mode: str | None,
+    target: float | None = None,
+    budget: tuple[str, float] | None = None,
+    stopped: str = "as_worst_completed",
+) -> SearcherWrapper:
     """The stack every sweep's searcher runs under (the module's docstring), around ``model``."""
     corrected = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped)
     return StopAtTarget(RunningCap(corrected), metric, mode, target)

@@ -9,10 +9,21 @@ value is checked against), ``parameters`` (the W&B parameter grammar), ``trainin
 """
 
 from tune_service.spec.reading import MAX_SPEC_BYTES, load_spec, parse_override
-from tune_service.spec.sweep import (ExecutionSpec, FailureSpec, MetricSpec, ResourceSpec, SchedulerSpec,
-                                     SweepSpec)
+from tune_service.spec.sweep import ExecutionSpec, FailureSpec, MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec
 from tune_service.spec.training import DDPSettings, TrainingSettings
 from tune_service.spec.wandb import WandbSettings
 
-__all__ = ["SweepSpec", "load_spec", "parse_override", "MAX_SPEC_BYTES", "MetricSpec", "SchedulerSpec",
-           "ResourceSpec", "FailureSpec", "ExecutionSpec", "TrainingSettings", "DDPSettings", "WandbSettings"]
+__all__ = [
+    "SweepSpec",
+    "load_spec",
+    "parse_override",
+    "MAX_SPEC_BYTES",
+    "MetricSpec",
+    "SchedulerSpec",
+    "ResourceSpec",
+    "FailureSpec",
+    "ExecutionSpec",
+    "TrainingSettings",
+    "DDPSettings",
+    "WandbSettings",
+]

@@ -10,8 +10,15 @@ from typing import Any
 
 from tune_service.errors import nearest
 from tune_service.spec.parameters import (
-    DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, NORMAL_FORMS, PARAMETER_KEYS, POSITIVE_BOUNDS, RANGE_FORMS,
-    ParameterSpec, multiples,
+    DISTRIBUTIONS,
+    EXPONENT_FORMS,
+    FORM_KEYS,
+    NORMAL_FORMS,
+    PARAMETER_KEYS,
+    POSITIVE_BOUNDS,
+    RANGE_FORMS,
+    ParameterSpec,
+    multiples,
 )
 from tune_service.spec.rules import Checker
 
@@ -37,8 +44,7 @@ def _group(check: Checker, path: str, prefix: str, raw: dict, specs: list[Parame
         if isinstance(body, dict) and "parameters" in body:
             extra = [k for k in body if k != "parameters"]
             if extra:
-                check.fail(f"{where}.{extra[0]}", "a `parameters:` group takes no other keys, got "
-                           f"{extra[0]!r}")
+                check.fail(f"{where}.{extra[0]}", f"a `parameters:` group takes no other keys, got {extra[0]!r}")
             elif not isinstance(body["parameters"], dict) or not body["parameters"]:
                 check.fail(f"{where}.parameters", f"must be a non-empty mapping, got {body['parameters']!r}")
             else:
@@ -51,14 +57,18 @@ def _group(check: Checker, path: str, prefix: str, raw: dict, specs: list[Parame
 
 def _parameter(check: Checker, path: str, name: str, body: Any) -> ParameterSpec | None:
     if not isinstance(body, dict):
-        check.fail(path, f"must be a mapping such as {{value: ...}}, {{values: [...]}} or "
-                   f"{{distribution: ..., min: ..., max: ...}}, got {body!r}")
+        check.fail(
+            path,
+            f"must be a mapping such as {{value: ...}}, {{values: [...]}} or "
+            f"{{distribution: ..., min: ..., max: ...}}, got {body!r}",
+        )
         return None
     unknown = [k for k in body if k not in PARAMETER_KEYS]
     if unknown:
         for key in unknown:
-            check.fail(f"{path}.{key}", f"unknown key{nearest(key, PARAMETER_KEYS)}; valid keys: "
-                       f"{', '.join(PARAMETER_KEYS)}")
+            check.fail(
+                f"{path}.{key}", f"unknown key{nearest(key, PARAMETER_KEYS)}; valid keys: {', '.join(PARAMETER_KEYS)}"
+            )
         return None  # its other problems would only echo the misspelt key
     distribution = body.get("distribution")
     if distribution is None:
@@ -66,8 +76,10 @@ def _parameter(check: Checker, path: str, name: str, body: Any) -> ParameterSpec
         if distribution is None:
             return None
     elif distribution not in DISTRIBUTIONS:
-        check.fail(f"{path}.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got "
-                   f"{distribution!r}{nearest(distribution, DISTRIBUTIONS)}")
+        check.fail(
+            f"{path}.distribution",
+            f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}{nearest(distribution, DISTRIBUTIONS)}",
+        )
         return None
     allowed = (*FORM_KEYS[distribution], *(("q",) if distribution.startswith("q_") else ()), "distribution", "when")
     stray = [k for k in body if k not in allowed]
@@ -95,8 +107,7 @@ def _infer(check: Checker, path: str, body: dict) -> str | None:
     if "min" in body and "max" in body:
         ints = all(isinstance(body[k], int) and not isinstance(body[k], bool) for k in ("min", "max"))
         return "int_uniform" if ints else "uniform"
-    check.fail(path, f"must give `value`, `values`, or `min` and `max` (with an optional `distribution`), "
-               f"got {body!r}")
+    check.fail(path, f"must give `value`, `values`, or `min` and `max` (with an optional `distribution`), got {body!r}")
     return None
 
 
@@ -104,8 +115,10 @@ def _condition(check: Checker, path: str, raw: Any) -> tuple | None:
     if raw is None:
         return ()
     if not isinstance(raw, dict) or len(raw) != 1:
-        check.fail(path, f"must map one earlier parameter to a value or a list of values, such as "
-                   f"{{optimizer: sgd}}, got {raw!r}")
+        check.fail(
+            path,
+            f"must map one earlier parameter to a value or a list of values, such as {{optimizer: sgd}}, got {raw!r}",
+        )
         return None
     return tuple((str(k), tuple(v) if isinstance(v, list) else (v,)) for k, v in raw.items())
 
@@ -118,15 +131,18 @@ def _categorical(check: Checker, path: str, name: str, body: dict, when: tuple) 
     probabilities = body.get("probabilities")
     if probabilities is not None:
         if not isinstance(probabilities, list) or len(probabilities) != len(values):
-            check.fail(f"{path}.probabilities", f"must be a list of {len(values)} numbers, one per value, "
-                       f"got {probabilities!r}")
+            check.fail(
+                f"{path}.probabilities",
+                f"must be a list of {len(values)} numbers, one per value, got {probabilities!r}",
+            )
             return None
         numbers = [check.number(f"{path}.probabilities", p) for p in probabilities]
         if None in numbers:
             return None
         if any(p < 0 for p in numbers) or not math.isclose(sum(numbers), 1.0, abs_tol=1e-6):
-            check.fail(f"{path}.probabilities", f"must be >= 0 and sum to 1, got {probabilities!r} "
-                       f"(sum {sum(numbers):g})")
+            check.fail(
+                f"{path}.probabilities", f"must be >= 0 and sum to 1, got {probabilities!r} (sum {sum(numbers):g})"
+            )
             return None
         probabilities = tuple(float(p) for p in numbers)
     return ParameterSpec(name, "categorical", values=tuple(values), probabilities=probabilities, when=when)
@@ -162,11 +178,23 @@ def _numeric(check: Checker, path: str, name: str, d: str, body: dict, when: tup
         check.fail(f"{path}.min", f"must be > 0 for {d}, got {lo}")
         return None
     if d in EXPONENT_FORMS:
-        check.note(f"parameters.{name}: {d} takes natural-log exponents (W&B deprecates it for "
-                   f"{EXPONENT_FORMS[d]}, which takes the values)")
+        check.note(
+            f"parameters.{name}: {d} takes natural-log exponents (W&B deprecates it for "
+            f"{EXPONENT_FORMS[d]}, which takes the values)"
+        )
     q = read.get("q", 1) if d.startswith("q_") else None
-    spec = ParameterSpec(name, d, min=lo, max=hi, q=q, mu=read.get("mu", 0.0), sigma=read.get("sigma", 1.0),
-                         a=read.get("a", 1.0), b=read.get("b", 1.0), when=when)
+    spec = ParameterSpec(
+        name,
+        d,
+        min=lo,
+        max=hi,
+        q=q,
+        mu=read.get("mu", 0.0),
+        sigma=read.get("sigma", 1.0),
+        a=read.get("a", 1.0),
+        b=read.get("b", 1.0),
+        when=when,
+    )
     if q is not None and spec.shape.bounded and not multiples(spec.shape):
         check.fail(f"{path}.q", f"no multiple of q={q} lies in [{spec.shape.low:g}, {spec.shape.high:g}]")
         return None
@@ -183,8 +211,9 @@ def _check_names(check: Checker, specs: list[ParameterSpec]) -> None:
         seen.add(p.name)
         prefixes = {p.name.rsplit(".", i)[0] for i in range(1, p.name.count(".") + 1)}
         for clash in sorted(prefixes & set(names)):
-            check.note(f"parameters.{p.name}: kept as one flat key, as W&B passes it, since {clash!r} is "
-                       f"itself a parameter")
+            check.note(
+                f"parameters.{p.name}: kept as one flat key, as W&B passes it, since {clash!r} is itself a parameter"
+            )
 
 
 def _with_conditions_that_hold(check: Checker, specs: list[ParameterSpec]) -> list[ParameterSpec]:
@@ -199,8 +228,12 @@ def _with_conditions_that_hold(check: Checker, specs: list[ParameterSpec]) -> li
             source = earlier.get(parent)
             if source is None:
                 later = any(q.name == parent for q in specs)
-                check.fail(where, f"must name a parameter declared before this one, got {parent!r}" if later
-                           else f"must name an earlier parameter, got {parent!r}{nearest(parent, list(earlier))}")
+                check.fail(
+                    where,
+                    f"must name a parameter declared before this one, got {parent!r}"
+                    if later
+                    else f"must name an earlier parameter, got {parent!r}{nearest(parent, list(earlier))}",
+                )
                 ok = False
             elif source.distribution not in ("categorical", "constant"):
                 check.fail(where, f"must name a `values` parameter, got {parent!r} ({source.distribution})")

@@ -36,26 +36,65 @@ from typing import Any, Sequence
 
 #: Every distribution of the W&B grammar.
 DISTRIBUTIONS = (
-    "constant", "categorical", "uniform", "int_uniform", "q_uniform", "log_uniform", "q_log_uniform",
-    "log_uniform_values", "q_log_uniform_values", "inv_log_uniform", "inv_log_uniform_values",
-    "normal", "q_normal", "log_normal", "q_log_normal", "beta", "q_beta",
+    "constant",
+    "categorical",
+    "uniform",
+    "int_uniform",
+    "q_uniform",
+    "log_uniform",
+    "q_log_uniform",
+    "log_uniform_values",
+    "q_log_uniform_values",
+    "inv_log_uniform",
+    "inv_log_uniform_values",
+    "normal",
+    "q_normal",
+    "log_normal",
+    "q_log_normal",
+    "beta",
+    "q_beta",
 )
 #: W&B forms whose bounds are natural-log exponents; W&B deprecates them for the ``_values`` forms.
-EXPONENT_FORMS = {"log_uniform": "log_uniform_values", "q_log_uniform": "q_log_uniform_values",
-                  "inv_log_uniform": "inv_log_uniform_values"}
-RANGE_FORMS = ("uniform", "int_uniform", "q_uniform", "log_uniform", "q_log_uniform", "log_uniform_values",
-               "q_log_uniform_values", "inv_log_uniform", "inv_log_uniform_values")
+EXPONENT_FORMS = {
+    "log_uniform": "log_uniform_values",
+    "q_log_uniform": "q_log_uniform_values",
+    "inv_log_uniform": "inv_log_uniform_values",
+}
+RANGE_FORMS = (
+    "uniform",
+    "int_uniform",
+    "q_uniform",
+    "log_uniform",
+    "q_log_uniform",
+    "log_uniform_values",
+    "q_log_uniform_values",
+    "inv_log_uniform",
+    "inv_log_uniform_values",
+)
 NORMAL_FORMS = ("normal", "q_normal", "log_normal", "q_log_normal")
 BETA_FORMS = ("beta", "q_beta")
-POSITIVE_BOUNDS = ("log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values", "log_normal",
-                   "q_log_normal")
-PARAMETER_KEYS = ("value", "values", "probabilities", "distribution", "min", "max", "q", "mu", "sigma",
-                  "a", "b", "when", "parameters")
+POSITIVE_BOUNDS = ("log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values", "log_normal", "q_log_normal")
+PARAMETER_KEYS = (
+    "value",
+    "values",
+    "probabilities",
+    "distribution",
+    "min",
+    "max",
+    "q",
+    "mu",
+    "sigma",
+    "a",
+    "b",
+    "when",
+    "parameters",
+)
 FORM_KEYS = {
     **{d: ("min", "max") for d in RANGE_FORMS},
     **{d: ("mu", "sigma", "min", "max") for d in NORMAL_FORMS},
     **{d: ("a", "b") for d in BETA_FORMS},
-    "constant": ("value",), "categorical": ("values", "probabilities"),
+    "constant": ("value",),
+    "categorical": ("values", "probabilities"),
 }
 
 
@@ -194,15 +233,21 @@ class ParameterSpec:
             text = f"categorical {list(self.values)}{weights}"
         else:
             s = self.shape
-            law = {"uniform": "uniform", "loguniform": "log-uniform",
-                   "normal": f"normal(mu={s.mu:g}, sigma={s.sigma:g})",
-                   "lognormal": f"exp(normal(mu={s.mu:g}, sigma={s.sigma:g}))",
-                   "beta": f"beta(a={s.a:g}, b={s.b:g})"}[s.base]
+            law = {
+                "uniform": "uniform",
+                "loguniform": "log-uniform",
+                "normal": f"normal(mu={s.mu:g}, sigma={s.sigma:g})",
+                "lognormal": f"exp(normal(mu={s.mu:g}, sigma={s.sigma:g}))",
+                "beta": f"beta(a={s.a:g}, b={s.b:g})",
+            }[s.base]
             bounds = f" on [{s.low:g}, {s.high:g}]" if s.bounded else ""
             q = ""
             if s.q is not None:
-                q = ", every integer equally likely" if d == "int_uniform" else \
-                    f", multiples of {s.q:g}{' equally likely' if s.equal_mass else ''}"
+                q = (
+                    ", every integer equally likely"
+                    if d == "int_uniform"
+                    else f", multiples of {s.q:g}{' equally likely' if s.equal_mass else ''}"
+                )
             text = f"{d}: {law}{bounds}{q}"
         if self.when:
             text += "  when " + " and ".join(f"{k} in {list(v)}" for k, v in self.when)

@@ -47,14 +47,18 @@ def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, An
     spec = validate(raw, default_name=origin)
     if isinstance(source, (str, Path)) and not str(source).lstrip().startswith("{"):
         spec_dir = Path(source).resolve().parent
-        where, note = (program_directory(spec.program, spec.command, spec_dir, Path.cwd()) if spec.runs_program
-                       else (spec_dir, None))
+        where, note = (
+            program_directory(spec.program, spec.command, spec_dir, Path.cwd())
+            if spec.runs_program
+            else (spec_dir, None)
+        )
         spec = replace(spec, directory=str(where), notes=(*spec.notes, *filter(None, [note])))  # where it runs
     return spec
 
 
-def program_directory(program: str | None, command: Sequence[str] | None, spec_dir: Path,
-                      cwd: Path) -> tuple[Path, str | None]:
+def program_directory(
+    program: str | None, command: Sequence[str] | None, spec_dir: Path, cwd: Path
+) -> tuple[Path, str | None]:
     """Where a W&B program runs, and a note when its program was found nowhere. W&B's agent runs it in the
     agent's working directory, with ``program`` (or the files ``command`` names) relative to it; a sweep
     file kept beside its program (``program: train.py``) is commonly run from elsewhere (``tune-run
@@ -65,8 +69,10 @@ def program_directory(program: str | None, command: Sequence[str] | None, spec_d
         if any((directory / name).is_file() for name in names):
             return directory, None
     if program:
-        return spec_dir, (f"program: {program!r} is neither beside the spec file ({spec_dir}) nor in the working "
-                          f"directory ({cwd}), where W&B's agent would look; trials run it from {spec_dir}")
+        return spec_dir, (
+            f"program: {program!r} is neither beside the spec file ({spec_dir}) nor in the working "
+            f"directory ({cwd}), where W&B's agent would look; trials run it from {spec_dir}"
+        )
     return spec_dir, None
 
 
@@ -98,8 +104,9 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SpecError([Problem("", f"{path.name}: must be UTF-8 text, got byte {data[err.start]:#04x} at offset "
-                                     f"{err.start}")]) from None
+        raise SpecError(
+            [Problem("", f"{path.name}: must be UTF-8 text, got byte {data[err.start]:#04x} at offset {err.start}")]
+        ) from None
     return _parse(text, path.name), path.stem
 
 
@@ -154,14 +161,28 @@ def _check_size(root: yaml.Node | None, label: str) -> None:
         sizes[id(node)] = min(1 + sum(sizes.get(id(k), 1) for k in kids), MAX_SPEC_NODES + 1)
         depths[id(node)] = 1 + max((depths.get(id(k), 1) for k in kids), default=0)
         if depths[id(node)] > MAX_SPEC_DEPTH + 1:
-            raise SpecError([Problem("", f"{label}: must nest at most {MAX_SPEC_DEPTH} levels of mappings and lists, "
-                                         f"got more (line {node.start_mark.line + 1})")])
+            raise SpecError(
+                [
+                    Problem(
+                        "",
+                        f"{label}: must nest at most {MAX_SPEC_DEPTH} levels of mappings and lists, "
+                        f"got more (line {node.start_mark.line + 1})",
+                    )
+                ]
+            )
         if sizes[id(node)] > MAX_SPEC_NODES:
             break
     total = sizes.get(id(root), MAX_SPEC_NODES + 1) if root is not None else 0
     if total > MAX_SPEC_NODES:
-        raise SpecError([Problem("", f"{label}: must hold at most {MAX_SPEC_NODES} values with its aliases expanded, "
-                                     f"got more (YAML aliases that repeat each other multiply)")])
+        raise SpecError(
+            [
+                Problem(
+                    "",
+                    f"{label}: must hold at most {MAX_SPEC_NODES} values with its aliases expanded, "
+                    f"got more (YAML aliases that repeat each other multiply)",
+                )
+            ]
+        )
 
 
 class _SpecLoader(yaml.SafeLoader):

@@ -123,14 +123,26 @@ def _allowed(node: dict, defs: dict) -> str:
 
 def _parameters(schema: dict, defs: dict) -> list[str]:
     forms = defs["parameter"]["oneOf"]
-    lines = ["## Parameters", "", f"{defs['parameters']['description']} {defs['parameter']['description']}", "",
-             "### Forms", ""]
+    lines = [
+        "## Parameters",
+        "",
+        f"{defs['parameters']['description']} {defs['parameter']['description']}",
+        "",
+        "### Forms",
+        "",
+    ]
     rows = []
     for form in forms:
         required = form.get("required", [])
         optional = [k for k in form["properties"] if k not in required]
-        rows.append([f"`{form['title']}`", ", ".join(f"`{k}`" for k in required),
-                     ", ".join(f"`{k}`" for k in optional), form["description"]])
+        rows.append(
+            [
+                f"`{form['title']}`",
+                ", ".join(f"`{k}`" for k in required),
+                ", ".join(f"`{k}`" for k in optional),
+                form["description"],
+            ]
+        )
     lines += _table(("form", "required keys", "optional keys", "samples"), rows) + [""]
 
     lines += ["### Keys", ""]
@@ -145,8 +157,7 @@ def _parameters(schema: dict, defs: dict) -> list[str]:
         default = ", ".join(f"`{d}`" for d in sorted(defaults))
         consts = [prop["const"] for _, prop in uses if "const" in prop]
         kind = _type({"enum": consts, "type": "string"} if consts else first, defs)
-        rows.append([f"`{key}`", kind, default, _allowed_by_form(key, uses, defs),
-                     first.get("description", "")])
+        rows.append([f"`{key}`", kind, default, _allowed_by_form(key, uses, defs), first.get("description", "")])
     lines += _table(_COLUMNS, rows) + [""]
     return lines
 

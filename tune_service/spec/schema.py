@@ -29,7 +29,13 @@ from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEY
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_NOTED_KEYS, SweepSpec
 from tune_service.spec.training import (
-    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES,
+    AUTO,
+    BATCH_SIZE_SCOPES,
+    DEFAULT_PROFILE_STEPS,
+    LR_SCALINGS,
+    PRECISIONS,
+    SCHEDULE_INTERVALS,
+    SCHEDULES,
 )
 from tune_service.spec.validation import SECTION_KEYS, validate
 from tune_service.spec.wandb import MODES as WANDB_MODES
@@ -128,8 +134,9 @@ TYPES: dict[str, dict] = {
     "wandb.project": _NAME,
     "wandb.entity": _NAME,
     "wandb.group": _NAME,
-    "wandb.tags": {"anyOf": [{"type": "string", "minLength": 1},
-                             {"type": "array", "items": {"type": "string", "minLength": 1}}]},
+    "wandb.tags": {
+        "anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}]
+    },
     "wandb.mode": _choice(WANDB_MODES),
     "wandb.log_checkpoints": _boolean(),
     "wandb.init_timeout": _number(exclusiveMinimum=0),
@@ -147,19 +154,19 @@ TYPES: dict[str, dict] = {
 #: One sentence per key (its meaning and unit), by dotted path; sections included.
 DESCRIPTIONS: dict[str, str] = {
     "name": "The sweep's name, which names its experiment directory and, by default, its wandb project; "
-            "defaults to the spec file's name without its extension.",
+    "defaults to the spec file's name without its extension.",
     "description": "Free text about the sweep, shown with its plan.",
     "method": "The search algorithm: random, grid (every combination), bayes (hyperopt TPE, as W&B's bayes), "
-              "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB) or optuna (Optuna's TPE, the "
-              "`optuna` extra).",
+    "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB) or optuna (Optuna's TPE, the "
+    "`optuna` extra).",
     "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
     "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
     "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "
-                  "group or a dotted name nests them in each trial's config.",
+    "group or a dotted name nests them in each trial's config.",
     "early_terminate": "W&B's early stopping (`type: hyperband`), read as the scheduler it maps to "
-                       "(ASHA, or HyperBand-for-BOHB with method bohb).",
+    "(ASHA, or HyperBand-for-BOHB with method bohb).",
     "task": "What each trial trains: a built-in task's name, or `package.module:attr` naming a Task or a "
-            "`train_loop_per_worker` function.",
+    "`train_loop_per_worker` function.",
     "scheduler": "Early stopping of trials, and every trial's epoch budget.",
     "resources": "One trial's DDP world: its number of ranks and each rank's CPUs and GPUs.",
     "training": "How the shared train loop trains every trial: settings of the sweep, never searched.",
@@ -171,117 +178,112 @@ DESCRIPTIONS: dict[str, str] = {
     "execution": "How trials run on their ranks: warm gangs reused across trials, or a fresh Ray Train run each.",
     "limits": "Time limits, in seconds (none by default).",
     "program": "W&B's training script: without `task`, every trial runs it as W&B's agent would, on "
-               "resources.workers ranks with torchrun's environment, from the spec file's directory (with `task`: "
-               "read but not run).",
+    "resources.workers ranks with torchrun's environment, from the spec file's directory (with `task`: "
+    "read but not run).",
     "command": "W&B's command line for the program, with W&B's macros (${env}, ${interpreter}, ${program}, "
-               "${args}, ${args_no_boolean_flags}, ${args_no_hyphens}, ${args_json}, ${args_json_file}, "
-               "${envvar:NAME}); default: ${env} ${interpreter} ${program} ${args}.",
+    "${args}, ${args_no_boolean_flags}, ${args_no_hyphens}, ${args_json}, ${args_json_file}, "
+    "${envvar:NAME}); default: ${env} ${interpreter} ${program} ${args}.",
     **{key: f"W&B's `{key}`: read, not used ({why})." for key, why in WANDB_NOTED_KEYS.items()},
     "metric.name": "The metric to optimise, as every epoch reports it (such as `val_loss` or `val_accuracy`).",
     "metric.goal": "Whether a smaller (minimize) or a larger (maximize) value of the metric is better.",
     "metric.target": "A value of the metric that, once a result reaches it, starts no new trial "
-                     "(running trials finish).",
+    "(running trials finish).",
     "early_terminate.type": "W&B's early-termination algorithm; hyperband is the only one.",
     "early_terminate.min_iter": "The first rung, in epochs: the scheduler's grace_period.",
     "early_terminate.max_iter": "A trial's epoch budget: the scheduler's max_t.",
-    "early_terminate.s": "With max_iter, sets the first rung to max_iter / eta**s epochs (when min_iter is not "
-                         "given).",
+    "early_terminate.s": "With max_iter, sets the first rung to max_iter / eta**s epochs (when min_iter is not given).",
     "early_terminate.eta": "The factor between rungs: the scheduler's reduction_factor.",
-    "early_terminate.strict": "W&B's stricter pruning: read, but ASHA's asynchronous rule decides which "
-                              "trials stop.",
+    "early_terminate.strict": "W&B's stricter pruning: read, but ASHA's asynchronous rule decides which trials stop.",
     "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
-                      "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
-                      "the only choice with method bohb) or fifo (no early stopping).",
+    "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
+    "the only choice with method bohb) or fifo (no early stopping).",
     "scheduler.max_t": "Every trial's budget in time_unit: the epochs (or steps) a trial runs when it is "
-                       "never stopped (for fifo too).",
+    "never stopped (for fifo too).",
     "scheduler.grace_period": "The epochs (or steps, by time_unit) every trial runs before it can be stopped: "
-                              "the first rung, at most max_t.",
+    "the first rung, at most max_t.",
     "scheduler.reduction_factor": "The factor between rungs: about one in reduction_factor trials that "
-                                  "reach a rung goes on to the next.",
+    "reach a rung goes on to the next.",
     "scheduler.time_unit": "What max_t, grace_period and the rungs count: epoch, or step (optimizer steps, "
-                           "for epochs too long to wait for; see training.report_every_steps); for a W&B "
-                           "program, value (the default there): the values of the metric it has logged, as "
-                           "W&B's hyperband counts them.",
+    "for epochs too long to wait for; see training.report_every_steps); for a W&B "
+    "program, value (the default there): the values of the metric it has logged, as "
+    "W&B's hyperband counts them.",
     "resources.workers": "The number of DDP ranks of one trial (default 2; a W&B program's: 1, one process "
-                         "per trial as W&B's agent runs it).",
+    "per trial as W&B's agent runs it).",
     "resources.cpus_per_worker": "CPUs reserved for each rank (may be fractional).",
     "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; may be fractional).",
     "training.precision": "The training precision: auto (bf16 where the device supports it, fp16 with a "
-                          "GradScaler on older GPUs, fp32 on CPU), bf16, fp16 or fp32.",
+    "GradScaler on older GPUs, fp32 on CPU), bf16, fp16 or fp32.",
     "training.batch_size_scope": "What the batch_size hyperparameter means: global (one optimizer step's batch "
-                                 "over all ranks) or per_rank (each rank's batch per optimizer step).",
+    "over all ranks) or per_rank (each rank's batch per optimizer step).",
     "training.grad_accum_steps": "Micro-batches per optimizer step (the effective batch unchanged, gradients "
-                                 "all-reduced once per step).",
+    "all-reduced once per step).",
     "training.lr_scaling": "linear multiplies lr by global batch / batch_size (the warm-up then starts from "
-                           "the sampled lr); none leaves lr as sampled.",
+    "the sampled lr); none leaves lr as sampled.",
     "training.warmup_epochs": "Epochs of a linear warm-up to the peak lr, from the sampled lr with lr_scaling "
-                              "linear, from 0 otherwise.",
+    "linear, from 0 otherwise.",
     "training.warmup_steps": "Optimizer steps of the linear warm-up, in place of warmup_epochs.",
     "training.clip_grad_norm": "Clip the gradients' total norm to this before each optimizer step (after "
-                               "accumulation, and after the fp16 scaler unscaled them); 0: off.",
+    "accumulation, and after the fp16 scaler unscaled them); 0: off.",
     "training.schedule": "The lr schedule after the warm-up: a name (cosine) or a mapping of these keys.",
     "training.schedule.name": "constant; cosine and linear decay to min_lr_ratio x lr at the trial's last "
-                              "step (max_t epochs); step multiplies by gamma every every_epochs epochs; "
-                              "one_cycle warms up from lr/25 (over 30% of the trial unless a warm-up is "
-                              "given) and anneals by a cosine to lr/2.5e5.",
+    "step (max_t epochs); step multiplies by gamma every every_epochs epochs; "
+    "one_cycle warms up from lr/25 (over 30% of the trial unless a warm-up is "
+    "given) and anneals by a cosine to lr/2.5e5.",
     "training.schedule.interval": "step moves the decay every optimizer step, epoch once per epoch (the "
-                                  "warm-up is per step); a task's own scheduler is stepped at it.",
+    "warm-up is per step); a task's own scheduler is stepped at it.",
     "training.schedule.min_lr_ratio": "Where cosine and linear end, as a fraction of the peak lr.",
     "training.schedule.every_epochs": "Epochs between the step schedule's decays.",
     "training.schedule.gamma": "The step schedule's factor at each decay.",
     "training.sync_batchnorm": "Convert BatchNorm to SyncBatchNorm; auto does when a trial has more than one "
-                               "rank and its ranks are on GPUs (true needs GPU ranks).",
+    "rank and its ranks are on GPUs (true needs GPU ranks).",
     "training.num_workers": "DataLoader worker processes per rank; auto: 4 per GPU rank within its CPUs, "
-                            "0 on CPU ranks.",
+    "0 on CPU ranks.",
     "training.pin_memory": "Pinned memory for the DataLoader; auto: on GPU ranks.",
     "training.compile": "Compile the model with torch.compile.",
     "training.deterministic": "Use deterministic algorithms only (torch.use_deterministic_algorithms).",
     "training.profile": f"Record a torch.profiler trace of rank 0's first epoch into the trial's directory: "
-                        f"true for {DEFAULT_PROFILE_STEPS} steps, or this many steps (false or 0: off).",
+    f"true for {DEFAULT_PROFILE_STEPS} steps, or this many steps (false or 0: off).",
     "training.oom_retry": "On out-of-memory, retry the trial from its last checkpoint at half the per-rank "
-                          "batch and twice the accumulation (the same effective batch).",
+    "batch and twice the accumulation (the same effective batch).",
     "training.report_every_steps": "Validate and report every this many optimizer steps instead of at each "
-                                   "epoch's end (0: at each epoch's end); needs scheduler.time_unit step.",
+    "epoch's end (0: at each epoch's end); needs scheduler.time_unit step.",
     "training.checkpoint_every": "Reports (epochs, or report_every_steps steps) between the checkpoints rank 0 "
-                                 "saves, the last one always included (0: none).",
+    "saves, the last one always included (0: none).",
     "training.ddp": "Settings passed to DistributedDataParallel as they are.",
     "training.ddp.bucket_cap_mb": "The size of DDP's gradient all-reduce buckets, in megabytes.",
     "training.ddp.gradient_as_bucket_view": "Gradients as views into DDP's all-reduce buckets, which saves "
-                                            "one copy of them.",
-    "training.ddp.static_graph": "Tells DDP that the model's graph is the same at every step, which lets it "
-                                 "optimise.",
+    "one copy of them.",
+    "training.ddp.static_graph": "Tells DDP that the model's graph is the same at every step, which lets it optimise.",
     "training.ddp.find_unused_parameters": "Lets DDP find the parameters that get no gradient in a step "
-                                           "(slower; needed when some are unused).",
-    "wandb.project": "The wandb project of the sweep's runs; default: the top-level project, else the "
-                     "sweep's name.",
+    "(slower; needed when some are unused).",
+    "wandb.project": "The wandb project of the sweep's runs; default: the top-level project, else the sweep's name.",
     "wandb.entity": "The wandb entity (user or team); default: the top-level entity, else the API key's "
-                    "default entity.",
+    "default entity.",
     "wandb.group": "The wandb group of the sweep's runs; default: the experiment's name (one group per sweep).",
     "wandb.tags": "Tags added to every run: one tag, or a list.",
     "wandb.mode": "online, offline, disabled (wandb not even imported), or auto: WANDB_MODE if set, else "
-                  "online with an API key, else offline.",
+    "online with an API key, else offline.",
     "wandb.log_checkpoints": "Upload each trial's last checkpoint as a `model` artifact.",
     "wandb.init_timeout": "Seconds wandb may take to start a run before the run is given up with a warning.",
-    "failure.max_failures": "Restarts of a failed trial's ranks, from its latest checkpoint, before the "
-                            "trial fails.",
+    "failure.max_failures": "Restarts of a failed trial's ranks, from its latest checkpoint, before the trial fails.",
     "failure.max_failed_trials": "The sweep stops once this many trials have failed (a count), or this share "
-                                 "of its trials (a fraction below 1); the common error is reported. Default: "
-                                 "never.",
+    "of its trials (a fraction below 1); the common error is reported. Default: "
+    "never.",
     "limits.sweep_s": "The sweep ends once its driver has run this long; running trials are left interrupted "
-                      "and `tune-run --resume` continues them.",
+    "and `tune-run --resume` continues them.",
     "limits.trial_s": "A trial is stopped at its first report after this many seconds of training, keeping "
-                      "what it reported.",
+    "what it reported.",
     "limits.progress_s": "A trial with no report for this many seconds (a rank hung or stopped) has its gang "
-                         "ended and fails, or is retried under failure.max_failures; longer than the slowest "
-                         "epoch. Warm gangs only.",
+    "ended and fails, or is retried under failure.max_failures; longer than the slowest "
+    "epoch. Warm gangs only.",
     "execution.gangs": "warm keeps each concurrency slot's DDP ranks up across trials; fresh starts a new Ray "
-                       "Train run for every trial (for a task that leaks global state).",
+    "Train run for every trial (for a task that leaks global state).",
     "execution.recycle_after_trials": "The number of trials after which a warm gang is rebuilt.",
     "execution.max_memory_growth_mib": "A warm gang is rebuilt when a rank's resident memory has grown by "
-                                       "more than this many MiB since its first trial ended.",
+    "more than this many MiB since its first trial ended.",
     "execution.collective_timeout_s": "Seconds a rank waits in a collective for its peers before its gang "
-                                      "is taken as broken and its trial fails (retried under "
-                                      "failure.max_failures).",
+    "is taken as broken and its trial fails (retried under "
+    "failure.max_failures).",
 }
 
 #: Keys whose default is no value to write: the name (the spec file's).
@@ -312,20 +314,17 @@ PARAMETER_DESCRIPTIONS: dict[str, str] = {
     "values": "The values to choose from.",
     "probabilities": "Each value's probability, one per value, summing to 1 (default: equally likely).",
     "distribution": "The parameter's form; when absent, value means constant, values categorical, integer "
-                    "min and max int_uniform, other min and max uniform.",
-    "min": "The lower bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and "
-           "inv_log_uniform).",
-    "max": "The upper bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and "
-           "inv_log_uniform).",
+    "min and max int_uniform, other min and max uniform.",
+    "min": "The lower bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and inv_log_uniform).",
+    "max": "The upper bound, inclusive (a natural-log exponent for log_uniform, q_log_uniform and inv_log_uniform).",
     "q": "The quantum: a value is rounded to a multiple of q in the bounds (an integral q gives ints).",
     "mu": "The normal's mean (of the logarithm, for log_normal).",
     "sigma": "The normal's standard deviation (of the logarithm, for log_normal).",
     "a": "Beta's first shape parameter (alpha).",
     "b": "Beta's second shape parameter (beta).",
     "when": "Samples this parameter only when an earlier `values` parameter has this value or one of this "
-            "list (`{optimizer: sgd}`); otherwise a trial's config lacks it.",
-    "parameters": "A group of parameters nested under this name in each trial's config; it takes no other "
-                  "key.",
+    "list (`{optimizer: sgd}`); otherwise a trial's config lacks it.",
+    "parameters": "A group of parameters nested under this name in each trial's config; it takes no other key.",
 }
 #: What each form samples (bounds inclusive).
 FORM_DESCRIPTIONS: dict[str, str] = {
@@ -339,7 +338,7 @@ FORM_DESCRIPTIONS: dict[str, str] = {
     "log_uniform_values": "Log-uniform on [min, max].",
     "q_log_uniform_values": "Log-uniform on [min, max], rounded to a multiple of q.",
     "inv_log_uniform": "X with log(1/X) uniform on [min, max]: log-uniform on [exp(-max), exp(-min)] "
-                       "(W&B deprecates it for inv_log_uniform_values).",
+    "(W&B deprecates it for inv_log_uniform_values).",
     "inv_log_uniform_values": "X with log(1/X) uniform on [log(1/max), log(1/min)]: log-uniform on [min, max].",
     "normal": "N(mu, sigma), truncated to [min, max] when given.",
     "q_normal": "N(mu, sigma), truncated to [min, max] when given, rounded to a multiple of q.",
@@ -360,32 +359,34 @@ def spec_schema() -> dict:
         "$schema": DIALECT,
         "title": "tune-service sweep spec",
         "description": "A sweep spec: W&B's sweep configuration and tune-service's own keys. The schema states "
-                       "each key's type, bounds and choices; `tune-run dry-run` checks the rest.",
+        "each key's type, bounds and choices; `tune-run dry-run` checks the rest.",
         **section,
-        "allOf": [{
-            "description": "method bohb needs scheduler type hyperband (BOHB's brackets need HyperBand-for-BOHB).",
-            "if": {"required": ["method"], "properties": {"method": {"const": "bohb"}}},
-            "then": {"properties": {"scheduler": {"properties": {"type": {"const": "hyperband"}}}}},
-        }],
+        "allOf": [
+            {
+                "description": "method bohb needs scheduler type hyperband (BOHB's brackets need HyperBand-for-BOHB).",
+                "if": {"required": ["method"], "properties": {"method": {"const": "bohb"}}},
+                "then": {"properties": {"scheduler": {"properties": {"type": {"const": "hyperband"}}}}},
+            }
+        ],
         "$defs": {
             "number": {
                 "title": "number",
-                "description": "A finite number; a numeric string such as \"1e-4\" counts as one (PyYAML reads "
-                               "1e-4 as a string).",
+                "description": 'A finite number; a numeric string such as "1e-4" counts as one (PyYAML reads '
+                "1e-4 as a string).",
                 "anyOf": [{"type": "number"}, {"type": "string", "pattern": NUMBER_PATTERN}],
             },
             "parameters": {
                 "title": "mapping of parameters",
                 "description": "Each key of `parameters:` names a parameter, in file order (a `when` names an "
-                               "earlier one); a dotted name (`optimizer.lr`) nests in each trial's config as a "
-                               "`parameters:` group does.",
+                "earlier one); a dotted name (`optimizer.lr`) nests in each trial's config as a "
+                "`parameters:` group does.",
                 "type": "object",
                 "additionalProperties": {"$ref": _PARAMETER_REF},
             },
             "parameter": {
                 "title": "parameter",
                 "description": "A parameter takes one of W&B's forms below (without `distribution`, the "
-                               "form follows from its keys), or is a `parameters:` group; bounds are inclusive.",
+                "form follows from its keys), or is a `parameters:` group; bounds are inclusive.",
                 "oneOf": _parameter_forms(),
             },
         },
@@ -401,8 +402,7 @@ def _section(path: str, defaults: SweepSpec) -> dict:
 def _property(dotted: str, defaults: SweepSpec) -> dict:
     """The schema of the key at ``dotted``: its description, type, bounds and default."""
     if dotted == "training.schedule":  # a schedule's name is short for {name: NAME}
-        schema = {"description": _described(dotted),
-                  "anyOf": [_choice(SCHEDULES), _section(dotted, defaults)]}
+        schema = {"description": _described(dotted), "anyOf": [_choice(SCHEDULES), _section(dotted, defaults)]}
     elif dotted in SECTION_KEYS:
         schema = {"description": _described(dotted), **_section(dotted, defaults)}
         if dotted == "early_terminate":
@@ -457,17 +457,26 @@ def _parameter_forms() -> list[dict]:
         "title": "parameters",
         "description": _parameter_description("parameters"),
         "type": "object",
-        "properties": {"parameters": {"description": _parameter_description("parameters"),
-                                      "$ref": _PARAMETERS_REF, "minProperties": 1}},
+        "properties": {
+            "parameters": {
+                "description": _parameter_description("parameters"),
+                "$ref": _PARAMETERS_REF,
+                "minProperties": 1,
+            }
+        },
         "required": ["parameters"],
         "additionalProperties": False,
     }
     inferred = [
         _form("value", "constant", inferred=True),
         _form("values", "categorical", inferred=True),
-        _form("min, max", "uniform", inferred=True,
-              description="Uniform on [min, max], or every integer in it equally likely when both are "
-                          "integers (int_uniform)."),
+        _form(
+            "min, max",
+            "uniform",
+            inferred=True,
+            description="Uniform on [min, max], or every integer in it equally likely when both are "
+            "integers (int_uniform).",
+        ),
     ]
     return [group, *inferred, *(_form(d, d) for d in DISTRIBUTIONS)]
 
@@ -492,10 +501,14 @@ def _form(title: str, distribution: str, inferred: bool = False, description: st
         if key in defaults:
             schema["default"] = defaults[key]
         properties[key] = schema
-    schema = {"title": title if inferred else f"distribution: {distribution}", "description": description,
-              "type": "object", "properties": properties,
-              "required": [*([] if inferred else ["distribution"]), *_REQUIRED.get(distribution, ())],
-              "additionalProperties": False}
+    schema = {
+        "title": title if inferred else f"distribution: {distribution}",
+        "description": description,
+        "type": "object",
+        "properties": properties,
+        "required": [*([] if inferred else ["distribution"]), *_REQUIRED.get(distribution, ())],
+        "additionalProperties": False,
+    }
     if not inferred and distribution not in _REQUIRED and "min" in keys:
         schema["dependentRequired"] = {"min": ["max"], "max": ["min"]}
     return schema
@@ -515,6 +528,8 @@ def _parameter_defaults(distribution: str) -> dict[str, Any]:
     check = Checker()
     read = read_parameters(check, {"x": body})
     if check.problems:
-        raise ValueError(f"cannot find the defaults of {distribution}: the reader refuses {body} "
-                         f"({'; '.join(map(str, check.problems))})")
+        raise ValueError(
+            f"cannot find the defaults of {distribution}: the reader refuses {body} "
+            f"({'; '.join(map(str, check.problems))})"
+        )
     return {k: getattr(read[0], k) for k in optional}

@@ -17,13 +17,34 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
-    DEFAULT_RUN_CAP, GANG_MODES, GOALS, METHODS, PROGRAM_MAX_T, SCHEDULERS, TIME_UNITS, WANDB_AGENT_KEYS,
-    WANDB_NOTED_KEYS, ExecutionSpec, FailureSpec, LimitsSpec,
-    MetricSpec, ResourceSpec, SchedulerSpec, SweepSpec,
+    DEFAULT_RUN_CAP,
+    GANG_MODES,
+    GOALS,
+    METHODS,
+    PROGRAM_MAX_T,
+    SCHEDULERS,
+    TIME_UNITS,
+    WANDB_AGENT_KEYS,
+    WANDB_NOTED_KEYS,
+    ExecutionSpec,
+    FailureSpec,
+    LimitsSpec,
+    MetricSpec,
+    ResourceSpec,
+    SchedulerSpec,
+    SweepSpec,
 )
 from tune_service.spec.training import (
-    AUTO, BATCH_SIZE_SCOPES, DEFAULT_PROFILE_STEPS, LR_SCALINGS, PRECISIONS, SCHEDULE_INTERVALS, SCHEDULES, DDPSettings,
-    ScheduleSettings, TrainingSettings,
+    AUTO,
+    BATCH_SIZE_SCOPES,
+    DEFAULT_PROFILE_STEPS,
+    LR_SCALINGS,
+    PRECISIONS,
+    SCHEDULE_INTERVALS,
+    SCHEDULES,
+    DDPSettings,
+    ScheduleSettings,
+    TrainingSettings,
 )
 from tune_service.spec.wandb import MODES as WANDB_MODES
 from tune_service.spec.wandb import WandbSettings
@@ -31,18 +52,50 @@ from tune_service.spec.wandb import WandbSettings
 #: Every key each mapping of the document accepts, by its dotted path ("" is the top level); any other key
 #: is refused. :mod:`~tune_service.spec.schema` builds the JSON Schema's properties from these.
 TOP_LEVEL_KEYS = (
-    "name", "description", "method", "metric", "run_cap", "parameters", "early_terminate", "task", "scheduler",
-    "resources", "training", "wandb", "seed", "project", "entity", "failure", "execution", "limits",
-    *WANDB_AGENT_KEYS, *WANDB_NOTED_KEYS,
+    "name",
+    "description",
+    "method",
+    "metric",
+    "run_cap",
+    "parameters",
+    "early_terminate",
+    "task",
+    "scheduler",
+    "resources",
+    "training",
+    "wandb",
+    "seed",
+    "project",
+    "entity",
+    "failure",
+    "execution",
+    "limits",
+    *WANDB_AGENT_KEYS,
+    *WANDB_NOTED_KEYS,
 )
 METRIC_KEYS = ("name", "goal", "target")
 EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 SCHEDULER_KEYS = tuple(f.name for f in fields(SchedulerSpec))
 RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec))
 TRAINING_KEYS = (
-    "precision", "batch_size_scope", "grad_accum_steps", "lr_scaling", "warmup_epochs", "warmup_steps", "schedule",
-    "clip_grad_norm", "sync_batchnorm", "num_workers", "pin_memory", "compile", "deterministic", "profile",
-    "oom_retry", "report_every_steps", "checkpoint_every", "ddp",
+    "precision",
+    "batch_size_scope",
+    "grad_accum_steps",
+    "lr_scaling",
+    "warmup_epochs",
+    "warmup_steps",
+    "schedule",
+    "clip_grad_norm",
+    "sync_batchnorm",
+    "num_workers",
+    "pin_memory",
+    "compile",
+    "deterministic",
+    "profile",
+    "oom_retry",
+    "report_every_steps",
+    "checkpoint_every",
+    "ddp",
 )
 SCHEDULE_KEYS = tuple(f.name for f in fields(ScheduleSettings))
 DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_unused_parameters")
@@ -51,10 +104,18 @@ FAILURE_KEYS = ("max_failures", "max_failed_trials")
 LIMITS_KEYS = tuple(f.name for f in fields(LimitsSpec))
 EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
 SECTION_KEYS = {
-    "": TOP_LEVEL_KEYS, "metric": METRIC_KEYS, "early_terminate": EARLY_TERMINATE_KEYS,
-    "scheduler": SCHEDULER_KEYS, "resources": RESOURCE_KEYS, "training": TRAINING_KEYS, "training.ddp": DDP_KEYS,
+    "": TOP_LEVEL_KEYS,
+    "metric": METRIC_KEYS,
+    "early_terminate": EARLY_TERMINATE_KEYS,
+    "scheduler": SCHEDULER_KEYS,
+    "resources": RESOURCE_KEYS,
+    "training": TRAINING_KEYS,
+    "training.ddp": DDP_KEYS,
     "training.schedule": SCHEDULE_KEYS,
-    "wandb": WANDB_KEYS, "failure": FAILURE_KEYS, "execution": EXECUTION_KEYS, "limits": LIMITS_KEYS,
+    "wandb": WANDB_KEYS,
+    "failure": FAILURE_KEYS,
+    "execution": EXECUTION_KEYS,
+    "limits": LIMITS_KEYS,
 }
 
 
@@ -84,15 +145,23 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     else:
         metric = _metric(check, raw.get("metric", {}))
     task = "" if runs_program else _task(check, raw.get("task", "digits"))
-    scheduler = _scheduler(check, _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method,
-                                                   runs_program), method, runs_program, metric.declared)
+    scheduler = _scheduler(
+        check,
+        _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method, runs_program),
+        method,
+        runs_program,
+        metric.declared,
+    )
     # W&B's agent runs one process per trial; several ranks are asked for, never assumed.
     resources = _resources(check, raw.get("resources", {}), ResourceSpec(workers=1) if runs_program else ResourceSpec())
     training = _training(check, raw.get("training", {}), resources)
     if training.report_every_steps and scheduler.time_unit != "step":
-        check.fail("training.report_every_steps", f"needs scheduler.time_unit: step (the scheduler's rungs and "
-                   f"max_t then count optimizer steps), got {training.report_every_steps} with time_unit "
-                   f"{scheduler.time_unit}")
+        check.fail(
+            "training.report_every_steps",
+            f"needs scheduler.time_unit: step (the scheduler's rungs and "
+            f"max_t then count optimizer steps), got {training.report_every_steps} with time_unit "
+            f"{scheduler.time_unit}",
+        )
     seed = check.integer("seed", raw.get("seed", 0), minimum=0)
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
@@ -100,17 +169,34 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
     if method in ("bayes", "hyperopt", "bohb", "optuna") and parameters and not any(p.is_searched for p in parameters):
-        check.fail("parameters", f"method {method} needs at least one searched parameter (`values` or a "
-                                 f"`distribution`), got only constants; use method random or grid")
+        check.fail(
+            "parameters",
+            f"method {method} needs at least one searched parameter (`values` or a "
+            f"`distribution`), got only constants; use method random or grid",
+        )
 
     if check.problems:
         raise SpecError(check.problems)
     return SweepSpec(
-        name=name, method=method, metric=metric, run_cap=run_cap, parameters=parameters, task=task,
-        scheduler=scheduler, resources=resources, training=training, seed=seed, description=description,
-        wandb=wandb, failure=failure, execution=execution, limits=limits, notes=tuple(check.notes),
+        name=name,
+        method=method,
+        metric=metric,
+        run_cap=run_cap,
+        parameters=parameters,
+        task=task,
+        scheduler=scheduler,
+        resources=resources,
+        training=training,
+        seed=seed,
+        description=description,
+        wandb=wandb,
+        failure=failure,
+        execution=execution,
+        limits=limits,
+        notes=tuple(check.notes),
         source=copy.deepcopy(raw),
-        program=program, command=command,
+        program=program,
+        command=command,
     )
 
 
@@ -133,8 +219,10 @@ def _program(check: Checker, raw: dict) -> tuple[str | None, tuple[str, ...] | N
             check.fail("command", f"must split as a shell line ({err}), got {command!r}")
             return program, None
     if not isinstance(command, list) or not command or not all(isinstance(t, (str, int, float)) for t in command):
-        check.fail("command", f"must be a list of strings such as [\"${{interpreter}}\", \"${{program}}\", "
-                   f"\"${{args}}\"], got {command!r}")
+        check.fail(
+            "command",
+            f'must be a list of strings such as ["${{interpreter}}", "${{program}}", "${{args}}"], got {command!r}',
+        )
         return program, None
     if program is None and any("${program}" in str(t) for t in command):
         check.fail("command", f"uses ${{program}} but the spec has no program, got {command!r}")
@@ -147,15 +235,24 @@ def _without_metric(check: Checker, raw: dict, method: str) -> None:
     requires metric") and hyperband ("Hyperband stopping requires metric"). So do we, and so for every
     searcher and scheduler that needs one."""
     if method not in ("random", "grid"):
-        check.fail("method", f"{method} needs a metric to model (W&B refuses it without one too): add "
-                             f"metric: {{name: ..., goal: ...}}, or use random or grid, got {method!r}")
+        check.fail(
+            "method",
+            f"{method} needs a metric to model (W&B refuses it without one too): add "
+            f"metric: {{name: ..., goal: ...}}, or use random or grid, got {method!r}",
+        )
     if raw.get("early_terminate") is not None:
-        check.fail("early_terminate", "needs a metric to compare runs by (W&B refuses hyperband without one "
-                                      "too): add metric: {name: ..., goal: ...}")
+        check.fail(
+            "early_terminate",
+            "needs a metric to compare runs by (W&B refuses hyperband without one "
+            "too): add metric: {name: ..., goal: ...}",
+        )
     scheduler = raw.get("scheduler")
     if isinstance(scheduler, dict) and scheduler.get("type", "fifo") != "fifo":
-        check.fail("scheduler.type", f"{scheduler['type']} needs a metric to compare trials by: add "
-                                     f"metric: {{name: ..., goal: ...}}, or use fifo, got {scheduler['type']!r}")
+        check.fail(
+            "scheduler.type",
+            f"{scheduler['type']} needs a metric to compare trials by: add "
+            f"metric: {{name: ..., goal: ...}}, or use fifo, got {scheduler['type']!r}",
+        )
 
 
 def _metric(check: Checker, raw: Any) -> MetricSpec:
@@ -195,7 +292,7 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str, runs
         max_iter = check.integer("early_terminate.max_iter", raw["max_iter"], minimum=1)
         steps = check.integer("early_terminate.s", raw["s"], minimum=0)
         if eta is not None and eta > 1:
-            keys["grace_period"] = max(1, int(round(max_iter / eta ** steps)))
+            keys["grace_period"] = max(1, int(round(max_iter / eta**steps)))
     else:
         check.fail("early_terminate", "hyperband needs min_iter, or max_iter and s")
     if "max_iter" in raw:
@@ -204,7 +301,7 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str, runs
         # W&B's hyperband with only min_iter has no end: its brackets go on at min_iter * eta**k
         # for as long as the program runs (as they do for a program trial here). For a task, three of
         # them give the epoch budget, unless scheduler.max_t sets it.
-        keys["max_t"] = int(math.ceil(keys["grace_period"] * eta ** 3 - 1e-9))
+        keys["max_t"] = int(math.ceil(keys["grace_period"] * eta**3 - 1e-9))
     if method == "bohb":
         keys.pop("grace_period", None)  # HyperBand-for-BOHB derives its brackets from max_t and eta
     if "strict" in raw:
@@ -217,8 +314,11 @@ def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str, runs
         return scheduler  # _scheduler reports it
     for key, value in keys.items():
         if key in scheduler and scheduler[key] != value and not (key == "max_t"):
-            check.fail(f"scheduler.{key}", f"conflicts with early_terminate (which sets it to {value!r}), "
-                       f"got {scheduler[key]!r}; give it in one place")
+            check.fail(
+                f"scheduler.{key}",
+                f"conflicts with early_terminate (which sets it to {value!r}), "
+                f"got {scheduler[key]!r}; give it in one place",
+            )
     return {**keys, **scheduler}
 
 
@@ -235,15 +335,19 @@ def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
     return check.integer("run_cap", raw, minimum=1)
 
 
-def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False,
-               has_metric: bool = True) -> SchedulerSpec:
+def _scheduler(
+    check: Checker, raw: Any, method: str, runs_program: bool = False, has_metric: bool = True
+) -> SchedulerSpec:
     """The ``scheduler`` block. A program trial counts the values of the metric it logs (its ``wandb.log``
     steps, without a metric), is stopped early only when the spec asks, and, unless a budget is given,
     runs until the program ends (:data:`PROGRAM_MAX_T`)."""
     if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks,
         # counted in values of the metric, as W&B's hyperband counts (run.metric_history), with no budget
-        d = SchedulerSpec(type="hyperband" if method == "bohb" else "fifo", time_unit="value" if has_metric else "step",
-                          max_t=PROGRAM_MAX_T)
+        d = SchedulerSpec(
+            type="hyperband" if method == "bohb" else "fifo",
+            time_unit="value" if has_metric else "step",
+            max_t=PROGRAM_MAX_T,
+        )
     else:
         d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:
@@ -253,20 +357,34 @@ def _scheduler(check: Checker, raw: Any, method: str, runs_program: bool = False
     check.unknown_keys("scheduler", raw, SCHEDULER_KEYS)
     kind = check.choice("scheduler.type", raw.get("type", d.type), SCHEDULERS)
     if method == "bohb" and kind != "hyperband":
-        check.fail("scheduler.type", f"must be hyperband when method is bohb (BOHB's brackets need "
-                   f"HyperBand-for-BOHB), got {kind!r}")
+        check.fail(
+            "scheduler.type",
+            f"must be hyperband when method is bohb (BOHB's brackets need HyperBand-for-BOHB), got {kind!r}",
+        )
     max_t = check.integer("scheduler.max_t", raw.get("max_t", d.max_t), minimum=1)
     grace = check.integer("scheduler.grace_period", raw.get("grace_period", d.grace_period), minimum=1)
     if max_t >= 1 and grace > max_t:  # an invalid max_t is reported once, above
         check.fail("scheduler.grace_period", f"must be <= scheduler.max_t ({max_t}), got {grace}")
-    eta = check.at_least("scheduler.reduction_factor", check.number("scheduler.reduction_factor",
-                         raw.get("reduction_factor", d.reduction_factor)), 1, strictly=True)
+    eta = check.at_least(
+        "scheduler.reduction_factor",
+        check.number("scheduler.reduction_factor", raw.get("reduction_factor", d.reduction_factor)),
+        1,
+        strictly=True,
+    )
     unit = check.choice("scheduler.time_unit", raw.get("time_unit", d.time_unit), TIME_UNITS)
     if unit == "value" and not runs_program:
-        check.fail("scheduler.time_unit", "value (the values of the metric a W&B program logged) is for a "
-                                          "program's trials; a task's count epoch or step, got 'value'")
-    return SchedulerSpec(type=kind, max_t=max_t, grace_period=grace, reduction_factor=eta or d.reduction_factor,
-                         time_unit=unit or d.time_unit)
+        check.fail(
+            "scheduler.time_unit",
+            "value (the values of the metric a W&B program logged) is for a "
+            "program's trials; a task's count epoch or step, got 'value'",
+        )
+    return SchedulerSpec(
+        type=kind,
+        max_t=max_t,
+        grace_period=grace,
+        reduction_factor=eta or d.reduction_factor,
+        time_unit=unit or d.time_unit,
+    )
 
 
 def _failure(check: Checker, raw: Any) -> FailureSpec:
@@ -280,8 +398,10 @@ def _failure(check: Checker, raw: Any) -> FailureSpec:
         number = check.number("failure.max_failed_trials", limit)
         whole = isinstance(number, int) or (isinstance(number, float) and number.is_integer())
         if number is not None and not (0 < number < 1 or (number >= 1 and whole)):
-            check.fail("failure.max_failed_trials", f"must be a count >= 1 or a fraction of the trials in (0, 1), "
-                                                    f"got {limit!r}")
+            check.fail(
+                "failure.max_failed_trials",
+                f"must be a count >= 1 or a fraction of the trials in (0, 1), got {limit!r}",
+            )
             number = None
         limit = number
     return FailureSpec(max_failures=max_failures, max_failed_trials=limit)
@@ -291,8 +411,11 @@ def _limits(check: Checker, raw: Any) -> LimitsSpec:
     if not check.mapping("limits", raw, "{sweep_s: 3600}"):
         return LimitsSpec()
     check.unknown_keys("limits", raw, LIMITS_KEYS)
-    seconds = {key: check.at_least(f"limits.{key}", check.number(f"limits.{key}", raw[key]), 0, strictly=True)
-               for key in LIMITS_KEYS if raw.get(key) is not None}
+    seconds = {
+        key: check.at_least(f"limits.{key}", check.number(f"limits.{key}", raw[key]), 0, strictly=True)
+        for key in LIMITS_KEYS
+        if raw.get(key) is not None
+    }
     return LimitsSpec(**seconds)
 
 
@@ -302,8 +425,9 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
         return defaults
     check.unknown_keys("execution", raw, EXECUTION_KEYS)
     gangs = check.choice("execution.gangs", raw.get("gangs", defaults.gangs), GANG_MODES)
-    recycle = check.integer("execution.recycle_after_trials",
-                            raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1)
+    recycle = check.integer(
+        "execution.recycle_after_trials", raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1
+    )
     positive = {}
     for key in ("max_memory_growth_mib", "collective_timeout_s"):
         given = check.number(f"execution.{key}", raw.get(key, getattr(defaults, key)))
@@ -318,13 +442,20 @@ def _resources(check: Checker, raw: Any, d: ResourceSpec) -> ResourceSpec:
         return d
     check.unknown_keys("resources", raw, RESOURCE_KEYS)
     workers = check.integer("resources.workers", raw.get("workers", d.workers), minimum=1)
-    cpus = check.at_least("resources.cpus_per_worker",
-                          check.number("resources.cpus_per_worker", raw.get("cpus_per_worker", d.cpus_per_worker)),
-                          0, strictly=True)
-    gpus = check.at_least("resources.gpus_per_worker",
-                          check.number("resources.gpus_per_worker", raw.get("gpus_per_worker", d.gpus_per_worker)), 0)
-    return ResourceSpec(workers=workers, cpus_per_worker=cpus or d.cpus_per_worker,
-                        gpus_per_worker=gpus or d.gpus_per_worker)
+    cpus = check.at_least(
+        "resources.cpus_per_worker",
+        check.number("resources.cpus_per_worker", raw.get("cpus_per_worker", d.cpus_per_worker)),
+        0,
+        strictly=True,
+    )
+    gpus = check.at_least(
+        "resources.gpus_per_worker",
+        check.number("resources.gpus_per_worker", raw.get("gpus_per_worker", d.gpus_per_worker)),
+        0,
+    )
+    return ResourceSpec(
+        workers=workers, cpus_per_worker=cpus or d.cpus_per_worker, gpus_per_worker=gpus or d.gpus_per_worker
+    )
 
 
 def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSettings:
@@ -343,14 +474,20 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
         check.fail("training.warmup_epochs", f"must be >= 0, got {warmup}")
     warmup_steps = check.integer("training.warmup_steps", get("warmup_steps", d.warmup_steps), minimum=0)
     if warmup and warmup_steps:
-        check.fail("training.warmup_steps", f"give warmup_epochs or warmup_steps, not both, got {warmup_steps} "
-                                            f"and warmup_epochs {warmup}")
-    clip = check.at_least("training.clip_grad_norm",
-                          check.number("training.clip_grad_norm", get("clip_grad_norm", d.clip_grad_norm)), 0)
+        check.fail(
+            "training.warmup_steps",
+            f"give warmup_epochs or warmup_steps, not both, got {warmup_steps} and warmup_epochs {warmup}",
+        )
+    clip = check.at_least(
+        "training.clip_grad_norm", check.number("training.clip_grad_norm", get("clip_grad_norm", d.clip_grad_norm)), 0
+    )
     sync_bn = check.boolean("training.sync_batchnorm", get("sync_batchnorm", d.sync_batchnorm), allow_auto=True)
     if sync_bn is True and resources.gpus_per_worker == 0:
-        check.fail("training.sync_batchnorm", "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
-                   "resources.gpus_per_worker is 0), got true; use auto or false")
+        check.fail(
+            "training.sync_batchnorm",
+            "true needs GPU ranks (PyTorch's SyncBatchNorm runs only on GPUs; "
+            "resources.gpus_per_worker is 0), got true; use auto or false",
+        )
     workers = get("num_workers", d.num_workers)
     if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         check.fail("training.num_workers", f"must be auto or an integer >= 0, got {workers!r}")
@@ -362,16 +499,25 @@ def _training(check: Checker, raw: Any, resources: ResourceSpec) -> TrainingSett
     else:
         profile_steps = check.integer("training.profile", profile, minimum=0)
     return TrainingSettings(
-        precision=precision, batch_size_scope=scope, grad_accum_steps=accum, lr_scaling=lr_scaling,
-        warmup_epochs=warmup or 0, warmup_steps=warmup_steps, schedule=_schedule(check, get("schedule", d.schedule)),
-        clip_grad_norm=clip or 0, sync_batchnorm=sync_bn, num_workers=workers, pin_memory=pin,
+        precision=precision,
+        batch_size_scope=scope,
+        grad_accum_steps=accum,
+        lr_scaling=lr_scaling,
+        warmup_epochs=warmup or 0,
+        warmup_steps=warmup_steps,
+        schedule=_schedule(check, get("schedule", d.schedule)),
+        clip_grad_norm=clip or 0,
+        sync_batchnorm=sync_bn,
+        num_workers=workers,
+        pin_memory=pin,
         compile=check.boolean("training.compile", get("compile", d.compile)),
         deterministic=check.boolean("training.deterministic", get("deterministic", d.deterministic)),
         profile_steps=profile_steps,
         oom_retry=check.boolean("training.oom_retry", get("oom_retry", d.oom_retry)),
         report_every_steps=check.integer("training.report_every_steps", get("report_every_steps", 0), minimum=0),
-        checkpoint_every=check.integer("training.checkpoint_every", get("checkpoint_every", d.checkpoint_every),
-                                       minimum=0),
+        checkpoint_every=check.integer(
+            "training.checkpoint_every", get("checkpoint_every", d.checkpoint_every), minimum=0
+        ),
         ddp=_ddp(check, get("ddp", {})),
     )
 
@@ -399,7 +545,9 @@ def _wandb(check: Checker, raw: Any, top: dict) -> WandbSettings:
     if timeout is not None and timeout <= 0:
         check.fail("wandb.init_timeout", f"must be > 0 seconds, got {timeout}")
     return WandbSettings(
-        **names, tags=tuple(tags), mode=check.choice("wandb.mode", raw.get("mode", d.mode), WANDB_MODES),
+        **names,
+        tags=tuple(tags),
+        mode=check.choice("wandb.mode", raw.get("mode", d.mode), WANDB_MODES),
         log_checkpoints=check.boolean("wandb.log_checkpoints", raw.get("log_checkpoints", d.log_checkpoints)),
         init_timeout=float(timeout or d.init_timeout),
     )
@@ -425,8 +573,9 @@ def _schedule(check: Checker, raw: Any) -> ScheduleSettings:
         name=check.choice("training.schedule.name", raw.get("name", d.name), SCHEDULES),
         interval=check.choice("training.schedule.interval", raw.get("interval", d.interval), SCHEDULE_INTERVALS),
         min_lr_ratio=ratio if ratio is not None and 0 <= ratio <= 1 else d.min_lr_ratio,
-        every_epochs=check.integer("training.schedule.every_epochs", raw.get("every_epochs", d.every_epochs),
-                                   minimum=1),
+        every_epochs=check.integer(
+            "training.schedule.every_epochs", raw.get("every_epochs", d.every_epochs), minimum=1
+        ),
         gamma=gamma if gamma is not None else d.gamma,
     )
 

@@ -81,17 +81,18 @@ def resolve_task(reference: str | Task | Callable) -> ResolvedTask:
     path = BUILTIN_TASKS.get(reference, reference)
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise TaskError(f"task: must be a built-in task ({', '.join(BUILTIN_TASKS)}) or "
-                        f"'package.module:attr', got {reference!r}")
+        raise TaskError(
+            f"task: must be a built-in task ({', '.join(BUILTIN_TASKS)}) or 'package.module:attr', got {reference!r}"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise TaskError(f"task: cannot import module {module_name!r} ({err}), got {reference!r}") from None
     except Exception as err:  # the module itself is broken (a syntax error, an error while it runs)
-        what = (f"{err.msg} ({err.filename}, line {err.lineno})" if isinstance(err, SyntaxError)
-                else first_line(err))
-        raise TaskError(f"task: importing module {module_name!r} failed: {type(err).__name__}: {what}, "
-                        f"got {reference!r}") from None
+        what = f"{err.msg} ({err.filename}, line {err.lineno})" if isinstance(err, SyntaxError) else first_line(err)
+        raise TaskError(
+            f"task: importing module {module_name!r} failed: {type(err).__name__}: {what}, got {reference!r}"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -110,8 +111,10 @@ def _from_object(obj: Any, reference: str) -> ResolvedTask:
     if callable(obj) and not inspect.isclass(obj):
         _check_train_loop(obj, reference)
         return ResolvedTask(reference, train_loop=obj)
-    raise TaskError(f"task: must name a Task subclass, a Task instance or a train_loop_per_worker(config) "
-                    f"function, got {type(obj).__name__} for {reference!r}")
+    raise TaskError(
+        f"task: must name a Task subclass, a Task instance or a train_loop_per_worker(config) "
+        f"function, got {type(obj).__name__} for {reference!r}"
+    )
 
 
 def _check_train_loop(fn: Callable, reference: str) -> None:
@@ -123,19 +126,23 @@ def _check_train_loop(fn: Callable, reference: str) -> None:
     top_module = (getattr(owner, "__module__", None) or "builtins").partition(".")[0]
     name = getattr(fn, "__qualname__", type(fn).__qualname__)
     if top_module in sys.stdlib_module_names:
-        raise TaskError(f"task: must be a Task or a train_loop_per_worker(config) function of your own, got the "
-                        f"standard library's {top_module}.{name} for {reference!r}")
+        raise TaskError(
+            f"task: must be a Task or a train_loop_per_worker(config) function of your own, got the "
+            f"standard library's {top_module}.{name} for {reference!r}"
+        )
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        raise TaskError(f"task: a train_loop_per_worker must be a Python function, got {name} "
-                        f"for {reference!r}") from None
+        raise TaskError(
+            f"task: a train_loop_per_worker must be a Python function, got {name} for {reference!r}"
+        ) from None
     required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     positional = [p for p in required if p.kind != p.KEYWORD_ONLY]
     if len(positional) > 1 or len(required) > len(positional):
         names = ", ".join(p.name for p in required)
-        raise TaskError(f"task: a train_loop_per_worker takes the trial's config or nothing, got {name}({names}) "
-                        f"for {reference!r}")
+        raise TaskError(
+            f"task: a train_loop_per_worker takes the trial's config or nothing, got {name}({names}) for {reference!r}"
+        )
 
 
 __all__ = ["Task", "ResolvedTask", "SealedTask", "resolve_task", "BUILTIN_TASKS"]

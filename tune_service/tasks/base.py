@@ -47,8 +47,19 @@ import torch.nn.functional as F
 
 
 #: What the shared loop reports every epoch for every task, beside ``val_<name>`` per task metric.
-LOOP_REPORTS = ("epoch", "step", "train_loss", "val_loss", "world_size", "batch_per_rank", "grad_accum_steps",
-                "global_batch", "lr", "precision", "epoch_time_s")
+LOOP_REPORTS = (
+    "epoch",
+    "step",
+    "train_loss",
+    "val_loss",
+    "world_size",
+    "batch_per_rank",
+    "grad_accum_steps",
+    "global_batch",
+    "lr",
+    "precision",
+    "epoch_time_s",
+)
 #: The hyperparameters the shared loop reads for every task (and any argument of the torch optimizer
 #: the config names: betas, eps, nesterov, ...; see tune_service.tasks.optimizers).
 LOOP_HYPERPARAMETERS = ("lr", "batch_size", "optimizer", "weight_decay", "momentum")
@@ -159,8 +170,9 @@ class Task:
     def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> Mapping[str, torch.Tensor]:
         return {"accuracy": (outputs.argmax(dim=1) == targets).sum()}
 
-    def augment(self, inputs: torch.Tensor, targets: torch.Tensor,
-                config: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def augment(
+        self, inputs: torch.Tensor, targets: torch.Tensor, config: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return inputs, targets
 
     def ddp_comm_hook(self) -> tuple[Any, Callable] | None:
@@ -169,16 +181,18 @@ class Task:
     def configure_optimizers(self, model: torch.nn.Module, config: Mapping[str, Any]) -> Any:
         return None  # the loop builds the optimizer the config names
 
-    def training_step(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
-                      config: Mapping[str, Any]) -> tuple[torch.Tensor, int]:
+    def training_step(
+        self, model: torch.nn.Module, batch: Sequence[torch.Tensor], config: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, int]:
         inputs, targets = batch
         inputs, targets = self.augment(inputs, targets, config)
         outputs = model(inputs)
         with _without_autocast(outputs):  # the loss in fp32 whatever the autocast dtype
             return self.loss(outputs.float(), targets), targets.shape[0]
 
-    def validation_step(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
-                        config: Mapping[str, Any]) -> Mapping[str, torch.Tensor | int]:
+    def validation_step(
+        self, model: torch.nn.Module, batch: Sequence[torch.Tensor], config: Mapping[str, Any]
+    ) -> Mapping[str, torch.Tensor | int]:
         inputs, targets = batch
         outputs = model(inputs)
         with _without_autocast(outputs):  # loss and metrics in fp32
@@ -186,8 +200,11 @@ class Task:
 
     def _validation_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor | int]:
         samples = targets.shape[0]
-        return {"loss": self.loss(outputs, targets).double() * samples, **self.metrics(outputs, targets),
-                "samples": samples}
+        return {
+            "loss": self.loss(outputs, targets).double() * samples,
+            **self.metrics(outputs, targets),
+            "samples": samples,
+        }
 
 
 def _without_autocast(outputs: torch.Tensor) -> Any:

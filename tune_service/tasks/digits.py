@@ -31,9 +31,12 @@ def load_digits_tensors() -> tuple[TensorDataset, TensorDataset]:
     import numpy as np
 
     with np.load(DATA_FILE) as data:
+
         def tensors(part: str) -> TensorDataset:
-            return TensorDataset(torch.tensor(data[f"x_{part}"] / 16.0, dtype=torch.float32),
-                                 torch.tensor(data[f"y_{part}"], dtype=torch.long))
+            return TensorDataset(
+                torch.tensor(data[f"x_{part}"] / 16.0, dtype=torch.float32),
+                torch.tensor(data[f"y_{part}"], dtype=torch.long),
+            )
 
         return tensors("train"), tensors("val")
 
@@ -50,8 +53,16 @@ class Digits(Task):
     name = "digits"
     data_hparams = ()  # the fixed split: a warm gang builds it once
     defaults = {
-        "model": "mlp", "hidden": 64, "layers": 1, "dropout": 0.0, "noise": 0.0,
-        "lr": 3e-3, "batch_size": 64, "optimizer": "adam", "weight_decay": 0.0, "momentum": 0.9,
+        "model": "mlp",
+        "hidden": 64,
+        "layers": 1,
+        "dropout": 0.0,
+        "noise": 0.0,
+        "lr": 3e-3,
+        "batch_size": 64,
+        "optimizer": "adam",
+        "weight_decay": 0.0,
+        "momentum": 0.9,
     }
 
     def datasets(self, config: Mapping[str, Any]):
@@ -68,10 +79,17 @@ class Digits(Task):
         if config["model"] == "cnn":
             return nn.Sequential(
                 nn.Unflatten(1, (1, 8, 8)),
-                nn.Conv2d(1, hidden, 3, padding=1), nn.BatchNorm2d(hidden), nn.ReLU(),
+                nn.Conv2d(1, hidden, 3, padding=1),
+                nn.BatchNorm2d(hidden),
+                nn.ReLU(),
                 nn.MaxPool2d(2),
-                nn.Conv2d(hidden, hidden, 3, padding=1), nn.BatchNorm2d(hidden), nn.ReLU(),
-                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(hidden, 10),
+                nn.Conv2d(hidden, hidden, 3, padding=1),
+                nn.BatchNorm2d(hidden),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Dropout(dropout),
+                nn.Linear(hidden, 10),
             )
         if config["model"] != "mlp":
             raise ValueError(f"digits: model must be mlp or cnn, got {config['model']!r}")

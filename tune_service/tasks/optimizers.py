@@ -23,9 +23,14 @@ NEEDS_A_CLOSURE = frozenset({"lbfgs"})
 @functools.cache
 def optimizer_classes() -> dict[str, type[torch.optim.Optimizer]]:
     """``torch.optim``'s optimizers the loop can step, by lower-case class name."""
-    return {name.lower(): cls for name, cls in vars(torch.optim).items()
-            if isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer
-            and name.lower() not in NEEDS_A_CLOSURE}
+    return {
+        name.lower(): cls
+        for name, cls in vars(torch.optim).items()
+        if isinstance(cls, type)
+        and issubclass(cls, torch.optim.Optimizer)
+        and cls is not torch.optim.Optimizer
+        and name.lower() not in NEEDS_A_CLOSURE
+    }
 
 
 def optimizer_arguments(cls: type[torch.optim.Optimizer]) -> tuple[str, ...]:
@@ -47,10 +52,13 @@ def optimizer_class(name: str) -> type[torch.optim.Optimizer]:
     """
     key = str(name).lower()
     if key in NEEDS_A_CLOSURE:
-        raise ValueError(f"optimizer {name!r} needs a closure the shared loop does not pass; build it in the task's "
-                         f"configure_optimizers")
+        raise ValueError(
+            f"optimizer {name!r} needs a closure the shared loop does not pass; build it in the task's "
+            f"configure_optimizers"
+        )
     try:
         return optimizer_classes()[key]
     except KeyError:
-        raise ValueError(f"optimizer must be one of torch.optim's {', '.join(sorted(optimizer_classes()))}, "
-                         f"got {name!r}") from None
+        raise ValueError(
+            f"optimizer must be one of torch.optim's {', '.join(sorted(optimizer_classes()))}, got {name!r}"
+        ) from None

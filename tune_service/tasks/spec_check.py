@@ -28,18 +28,29 @@ def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list
     reported = task.reported_metrics()
     name = spec.metric.name
     if reported is not None and name not in reported:
-        problems.append(Problem("metric.name", f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
-                                               f"it reports: {', '.join(reported)}"))
+        problems.append(
+            Problem(
+                "metric.name",
+                f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
+                f"it reports: {', '.join(reported)}",
+            )
+        )
     taken = task.taken_hyperparameters()
     for parameter in [p.name for p in spec.parameters if p.is_searched] if taken is not None else ():
         top = parameter.split(".")[0]
         if top not in taken and not (_loop_builds_optimizer(task) and top in all_optimizer_arguments()):
-            problems.append(Problem(f"parameters.{parameter}", f"the task {reference} does not take {top!r}"
-                                    f"{nearest(top, taken)}; it takes: {', '.join(taken)}"))
+            problems.append(
+                Problem(
+                    f"parameters.{parameter}",
+                    f"the task {reference} does not take {top!r}{nearest(top, taken)}; it takes: {', '.join(taken)}",
+                )
+            )
     problems += _unknown_optimizers(spec, task)
     if problems and "task" not in spec.source:  # a W&B file: the built-in task stands in for its program
-        return [f"{p.path}: {p.message} (the built-in task trains in place of your program: name your model "
-                f"with `task:`)" for p in problems]
+        return [
+            f"{p.path}: {p.message} (the built-in task trains in place of your program: name your model with `task:`)"
+            for p in problems
+        ]
     if problems:
         raise SpecError(problems)
     return []

@@ -33,8 +33,9 @@ def trial_number(trial: Any) -> int | None:
 def run_name(number: int | None, trial_id: str, config: Mapping[str, Any], key_parameters: list[str]) -> str:
     """A readable run name: the trial's number and its key parameters, e.g. ``#003 lr=0.003 model=cnn``."""
     head = f"#{number:03d}" if number is not None else trial_id
-    values = [f"{name}={_short(_lookup(config, name))}" for name in key_parameters[:4]
-              if _lookup(config, name) is not None]
+    values = [
+        f"{name}={_short(_lookup(config, name))}" for name in key_parameters[:4] if _lookup(config, name) is not None
+    ]
     return " ".join([head, *values])
 
 
@@ -53,8 +54,11 @@ def _short(value: Any) -> str:
 
 def trial_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The numeric metrics of a Tune result (Tune's bookkeeping and text values left out)."""
-    return {k: v for k, v in result.items()
-            if k not in TUNE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        k: v
+        for k, v in result.items()
+        if k not in TUNE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def trials_table(trials: Any) -> tuple[list[str], list[list[Any]]]:
@@ -64,6 +68,14 @@ def trials_table(trials: Any) -> tuple[list[str], list[list[Any]]]:
     config_keys = sorted({k for t in trials for k in flatten(t.config)})
     metric_keys = sorted({k for t in trials for k, v in t.metrics.items() if isinstance(v, (int, float))})
     columns = ["trial_id", "status", "epochs", *config_keys, *metric_keys]
-    rows = [[t.trial_id, t.status, t.epochs, *(flatten(redact(t.config)).get(k) for k in config_keys),
-             *(t.metrics.get(k) for k in metric_keys)] for t in trials]
+    rows = [
+        [
+            t.trial_id,
+            t.status,
+            t.epochs,
+            *(flatten(redact(t.config)).get(k) for k in config_keys),
+            *(t.metrics.get(k) for k in metric_keys),
+        ]
+        for t in trials
+    ]
     return columns, rows

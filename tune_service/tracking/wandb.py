@@ -75,9 +75,21 @@ class WandbTracker(DriverCallback):
         trial_config: what every trial's config also holds (resources, training settings).
     """
 
-    def __init__(self, settings: WandbSettings, mode: str, *, experiment: str, experiment_dir: str | os.PathLike,
-                 metric: str, metric_mode: str, max_t: int, key_parameters: list[str],
-                 trial_config: Mapping[str, Any], time_attr: str = "epoch", trial_runs: bool = True):
+    def __init__(
+        self,
+        settings: WandbSettings,
+        mode: str,
+        *,
+        experiment: str,
+        experiment_dir: str | os.PathLike,
+        metric: str,
+        metric_mode: str,
+        max_t: int,
+        key_parameters: list[str],
+        trial_config: Mapping[str, Any],
+        time_attr: str = "epoch",
+        trial_runs: bool = True,
+    ):
         super().__init__(f"{experiment}/wandb")
         self.settings, self.mode, self.experiment = settings, mode, experiment
         self.experiment_dir = Path(experiment_dir)
@@ -101,12 +113,26 @@ class WandbTracker(DriverCallback):
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         s = self.settings
         run = wandb.init(
-            project=s.project, entity=s.entity, group=s.group, job_type=job_type, tags=list(tags),
-            name=redact_text(name), id=run_id_, resume="allow", config=redact(dict(config)),
-            dir=str(self.experiment_dir), mode=self.mode,
+            project=s.project,
+            entity=s.entity,
+            group=s.group,
+            job_type=job_type,
+            tags=list(tags),
+            name=redact_text(name),
+            id=run_id_,
+            resume="allow",
+            config=redact(dict(config)),
+            dir=str(self.experiment_dir),
+            mode=self.mode,
             reinit="create_new",
-            settings=wandb.Settings(silent=True, console="off", init_timeout=s.init_timeout, save_code=False,
-                                    disable_git=True, x_disable_stats=True),
+            settings=wandb.Settings(
+                silent=True,
+                console="off",
+                init_timeout=s.init_timeout,
+                save_code=False,
+                disable_git=True,
+                x_disable_stats=True,
+            ),
         )
         if self.mode == "online" and run.url:  # (wandb warns when an offline run is asked for its URL)
             self.urls[redact_text(name)] = run.url
@@ -118,8 +144,15 @@ class WandbTracker(DriverCallback):
         """What a W&B program's ``wandb.init`` is given (besides the trial's id and name): its run then
         is the trial's, in the sweep's project and group, where the tracker would have written it."""
         s = self.settings
-        return {"project": s.project, "entity": s.entity, "group": s.group, "dir": str(self.experiment_dir),
-                "mode": self.mode, "tags": list(s.tags), "job_type": "trial"}
+        return {
+            "project": s.project,
+            "entity": s.entity,
+            "group": s.group,
+            "dir": str(self.experiment_dir),
+            "mode": self.mode,
+            "tags": list(s.tags),
+            "job_type": "trial",
+        }
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         trial_id = trial.trial_id
@@ -155,8 +188,11 @@ class WandbTracker(DriverCallback):
         settings = None
         if not state.described:  # what the trial chose at run time (precision auto -> bf16, ...)
             state.described = True
-            settings = {k: result[k] for k in ("precision", "world_size", "global_batch", "batch_per_rank",
-                                               "grad_accum_steps") if k in result}
+            settings = {
+                k: result[k]
+                for k in ("precision", "world_size", "global_batch", "batch_per_rank", "grad_accum_steps")
+                if k in result
+            }
 
         def write() -> None:
             if settings:
@@ -209,11 +245,21 @@ class WandbTracker(DriverCallback):
         def write() -> None:
             import wandb
 
-            run = self._init(summary_id, f"{self.experiment} summary", config, "sweep-summary",
-                             (*self.settings.tags, "sweep-summary"))
+            run = self._init(
+                summary_id,
+                f"{self.experiment} summary",
+                config,
+                "sweep-summary",
+                (*self.settings.tags, "sweep-summary"),
+            )
             run.log({"trials": wandb.Table(columns=columns, data=rows)})
-            run.summary.update({"trial_counts": counts, "best_trial_id": best.trial_id if best else None,
-                                "best_config": redact(best.config) if best else None})
+            run.summary.update(
+                {
+                    "trial_counts": counts,
+                    "best_trial_id": best.trial_id if best else None,
+                    "best_config": redact(best.config) if best else None,
+                }
+            )
             if outcome.metric is not None:
                 run.summary[f"best_{outcome.metric}"] = best.metrics.get(outcome.metric) if best else None
             run.finish()
@@ -224,6 +270,7 @@ class WandbTracker(DriverCallback):
         """Finish what is queued. Runs left open by an interrupted sweep end as ``interrupted``; a resumed
         sweep appends to them."""
         for trial_id, state in list(self._runs.items()):
+
             def finish(state: _TrialRun = state) -> None:
                 state.run.summary.update({"status": "interrupted", f"{self.time_attr}s": state.last_time})
                 state.run.finish()
@@ -237,23 +284,38 @@ class WandbTracker(DriverCallback):
     def describe(self) -> dict[str, Any]:
         """Where the runs went, for the sweep's summary (and the ``wandb sync`` hint when offline)."""
         s = self.settings
-        return {"mode": self.mode, "project": s.project, "entity": s.entity, "group": s.group,
-                "dir": str(self.runs_dir), "urls": dict(self.urls)}
+        return {
+            "mode": self.mode,
+            "project": s.project,
+            "entity": s.entity,
+            "group": s.group,
+            "dir": str(self.runs_dir),
+            "urls": dict(self.urls),
+        }
 
 
-def create_tracker(spec: Any, experiment: str, experiment_dir: str | os.PathLike,
-                   environ: Mapping[str, str] = os.environ) -> WandbTracker | None:
+def create_tracker(
+    spec: Any, experiment: str, experiment_dir: str | os.PathLike, environ: Mapping[str, str] = os.environ
+) -> WandbTracker | None:
     """The sweep's tracker, or ``None`` when wandb is disabled (then wandb is not even imported)."""
     mode = resolve_mode(spec.wandb.mode, environ)
     if mode == "disabled":
         return None
     settings = replace(spec.wandb, project=spec.wandb.project or spec.name, group=spec.wandb.group or experiment)
     trial_config = {"resources": asdict(spec.resources), "training": asdict(spec.training)}
-    return WandbTracker(settings, mode, experiment=experiment, experiment_dir=experiment_dir,
-                        metric=spec.metric.name, metric_mode=spec.metric.mode, max_t=spec.scheduler.max_t,
-                        key_parameters=[p.name for p in spec.parameters if p.is_searched],
-                        trial_config=trial_config, time_attr=spec.scheduler.time_attr,
-                        trial_runs=not spec.runs_program)
+    return WandbTracker(
+        settings,
+        mode,
+        experiment=experiment,
+        experiment_dir=experiment_dir,
+        metric=spec.metric.name,
+        metric_mode=spec.metric.mode,
+        max_t=spec.scheduler.max_t,
+        key_parameters=[p.name for p in spec.parameters if p.is_searched],
+        trial_config=trial_config,
+        time_attr=spec.scheduler.time_attr,
+        trial_runs=not spec.runs_program,
+    )
 
 
 def _reported_checkpoint(trial: Any, result: dict) -> str | None:

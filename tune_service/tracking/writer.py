@@ -38,8 +38,13 @@ class OrderedWriter:
             except BaseException as error:  # noqa: BLE001 - wandb may raise anything; the sweep goes on
                 self._broken.add(key)
                 reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                log.warning("wandb: %s of run %s failed (%s: %s); the sweep goes on without this run",
-                            action, key, type(error).__name__, redact_text(reason)[:300])
+                log.warning(
+                    "wandb: %s of run %s failed (%s: %s); the sweep goes on without this run",
+                    action,
+                    key,
+                    type(error).__name__,
+                    redact_text(reason)[:300],
+                )
 
     def close(self, timeout: float) -> bool:
         """Wait for the queued calls; False if they did not finish within ``timeout`` seconds."""

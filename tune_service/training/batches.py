@@ -25,11 +25,19 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
         return type(batch)(*(move_to_device(value, device) for value in batch))
     if isinstance(batch, (tuple, list)):  # the common (inputs, targets): tensors moved without a call each
-        return type(batch)(value.to(device, non_blocking=True) if isinstance(value, torch.Tensor)
-                           else move_to_device(value, device) for value in batch)
+        return type(batch)(
+            value.to(device, non_blocking=True) if isinstance(value, torch.Tensor) else move_to_device(value, device)
+            for value in batch
+        )
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return dataclasses.replace(batch, **{field.name: move_to_device(getattr(batch, field.name), device)
-                                             for field in dataclasses.fields(batch) if field.init})
+        return dataclasses.replace(
+            batch,
+            **{
+                field.name: move_to_device(getattr(batch, field.name), device)
+                for field in dataclasses.fields(batch)
+                if field.init
+            },
+        )
     return batch
 
 
@@ -50,8 +58,10 @@ def count_samples(batch: Any) -> int:
     """
     tensor = _first_tensor(batch)
     if tensor is None:
-        raise ValueError(f"cannot count the samples of a batch without tensors ({type(batch).__name__}); "
-                         f"return (loss, samples) from training_step, or 'samples' from validation_step")
+        raise ValueError(
+            f"cannot count the samples of a batch without tensors ({type(batch).__name__}); "
+            f"return (loss, samples) from training_step, or 'samples' from validation_step"
+        )
     return int(tensor.shape[0])
 
 

@@ -23,9 +23,18 @@ from torch import nn
 STATE_FILE = "state.pt"
 
 
-def save_checkpoint(directory: str | os.PathLike, *, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    scaler: torch.amp.GradScaler, epoch: int, meta: Mapping[str, Any], step: int | None = None,
-                    scheduler: Mapping[str, Any] | None = None, epoch_batches: int = 0) -> Path:
+def save_checkpoint(
+    directory: str | os.PathLike,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    epoch: int,
+    meta: Mapping[str, Any],
+    step: int | None = None,
+    scheduler: Mapping[str, Any] | None = None,
+    epoch_batches: int = 0,
+) -> Path:
     """Write the checkpoint of ``epoch`` whole epochs and ``epoch_batches`` batches of the next into
     ``directory`` (call on rank 0 only).
 

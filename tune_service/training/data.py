@@ -134,19 +134,30 @@ class RankLoaders:
         self.shuffler.set_epoch(epoch)  # a different shuffle every epoch, the same on every rank
 
 
-def build_loaders(train_set: Dataset, val_set: Dataset, batch: BatchPlan, ranks: RankInfo, seed: int,
-                  settings: LoaderSettings = LoaderSettings(0, False),
-                  collate: Callable[[list], Any] | None = None) -> RankLoaders:
+def build_loaders(
+    train_set: Dataset,
+    val_set: Dataset,
+    batch: BatchPlan,
+    ranks: RankInfo,
+    seed: int,
+    settings: LoaderSettings = LoaderSettings(0, False),
+    collate: Callable[[list], Any] | None = None,
+) -> RankLoaders:
     """Loaders for this rank. ``seed`` must be the same on every rank (the sampler's shuffle is shared);
     ``collate`` is the task's ``collate_fn`` (torch's default when None)."""
-    common = dict(num_workers=settings.num_workers, pin_memory=settings.pin_memory,
-                  persistent_workers=settings.persistent_workers, collate_fn=collate)
+    common = dict(
+        num_workers=settings.num_workers,
+        pin_memory=settings.pin_memory,
+        persistent_workers=settings.persistent_workers,
+        collate_fn=collate,
+    )
     if isinstance(train_set, IterableDataset):
         shuffler = RankShard(train_set, ranks.rank, ranks.world_size, equal=True)
         train = DataLoader(shuffler, batch_size=batch.micro, **common)
     else:
-        shuffler = DistributedSampler(train_set, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True,
-                                      seed=seed)
+        shuffler = DistributedSampler(
+            train_set, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True, seed=seed
+        )
         train = DataLoader(train_set, batch_size=batch.micro, sampler=shuffler, **common)
     if isinstance(val_set, IterableDataset):
         val_shard = RankShard(val_set, ranks.rank, ranks.world_size, equal=False)

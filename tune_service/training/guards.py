@@ -29,11 +29,15 @@ def check_finite_losses(metrics: Mapping[str, Any], epoch: int, precision: str =
     """Raise :class:`NonFiniteLoss` (``non-finite loss at epoch 3: train_loss nan``) when a loss is not
     finite (under ``precision`` fp16, the validation loss only)."""
     checked = ("val_loss",) if precision == "fp16" else LOSSES
-    bad = [f"{name} {metrics[name]}" for name in checked
-           if isinstance(metrics.get(name), float) and not math.isfinite(metrics[name])]
+    bad = [
+        f"{name} {metrics[name]}"
+        for name in checked
+        if isinstance(metrics.get(name), float) and not math.isfinite(metrics[name])
+    ]
     if bad:
-        raise NonFiniteLoss(f"non-finite loss at epoch {epoch}: {', '.join(bad)}; lower the learning rate "
-                            f"or use precision fp32/bf16")
+        raise NonFiniteLoss(
+            f"non-finite loss at epoch {epoch}: {', '.join(bad)}; lower the learning rate or use precision fp32/bf16"
+        )
 
 
 def check_metric_reported(metric: str, reported: Mapping[str, Any]) -> None:

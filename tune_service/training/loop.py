@@ -31,7 +31,12 @@ from tune_service.training.context import RayTrainContext, TrainContext
 from tune_service.training.batches import count_samples, move_to_device
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import (
-    RankInfo, all_reduce_sum, log_from_main_rank_only, rank_epoch_seed, rank_info, rank_step_seed,
+    RankInfo,
+    all_reduce_sum,
+    log_from_main_rank_only,
+    rank_epoch_seed,
+    rank_info,
+    rank_step_seed,
     seed_everything,
 )
 from tune_service.spec.training import TrainingSettings
@@ -96,8 +101,9 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     precision = choose_precision(settings.precision, device)
     batch = plan_batches(hparams["batch_size"], ranks.world_size, settings.grad_accum_steps, settings.batch_size_scope)
     cache = getattr(context, "data_cache", None)  # a warm rank's; other contexts build the data every time
-    train_set, val_set = (cache.datasets(task, resolved.reference, hparams) if cache is not None
-                          else task.datasets(hparams))
+    train_set, val_set = (
+        cache.datasets(task, resolved.reference, hparams) if cache is not None else task.datasets(hparams)
+    )
     loading = loader_settings(settings, device, config.cpus_per_rank)
     loaders = build_loaders(train_set, val_set, batch, ranks, config.seed, loading, task.collate)
     steps = steps_per_epoch_of(train_set, batch, ranks.world_size, loading.num_workers)
@@ -107,9 +113,23 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
     optimizer, task_scheduler = _optimizer_of(task, model.plain, hparams, float(hparams["lr"]) * scale)
     schedule = None if task_scheduler is not None else _schedule(settings, steps, config, scale)
-    run = TrainingRun(task, hparams, ranks, model, optimizer, precision.scaler(), precision, device, loaders,
-                      schedule, task_scheduler, settings.schedule.interval, settings.clip_grad_norm, config.seed,
-                      lr=optimizer.param_groups[0]["lr"])
+    run = TrainingRun(
+        task,
+        hparams,
+        ranks,
+        model,
+        optimizer,
+        precision.scaler(),
+        precision,
+        device,
+        loaders,
+        schedule,
+        task_scheduler,
+        settings.schedule.interval,
+        settings.clip_grad_norm,
+        config.seed,
+        lr=optimizer.param_groups[0]["lr"],
+    )
     state = context.restored_state()
     if state is not None:
         model.plain.load_state_dict(state["model"])
@@ -133,8 +153,9 @@ def _optimizer_of(task: Task, model: nn.Module, hparams: Mapping[str, Any], lr: 
         return make_optimizer(model.parameters(), hparams, lr), None
     optimizer, scheduler = built if isinstance(built, (tuple, list)) else (built, None)
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"configure_optimizers must return an optimizer or (optimizer, lr_scheduler), "
-                        f"got {type(built).__name__}")
+        raise TypeError(
+            f"configure_optimizers must return an optimizer or (optimizer, lr_scheduler), got {type(built).__name__}"
+        )
     return optimizer, scheduler
 
 
@@ -143,8 +164,10 @@ def _schedule(settings: TrainingSettings, steps: int | None, config: TrialConfig
     ``max_steps``)."""
     plain = settings.schedule.name == "constant" and not settings.warmup_epochs
     if steps is None and not plain:
-        raise ValueError(f"training.schedule {settings.schedule.name!r} and warmup_epochs need the length of an "
-                         f"epoch: give the iterable training set a __len__")
+        raise ValueError(
+            f"training.schedule {settings.schedule.name!r} and warmup_epochs need the length of an "
+            f"epoch: give the iterable training set a __len__"
+        )
     steps = steps or 1
     warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
     total = config.max_steps if config.max_steps is not None else steps * config.epochs
@@ -246,8 +269,14 @@ def _length(loader: DataLoader) -> int | None:
 
 
 @torch.no_grad()
-def validation_sums(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
-                    device: torch.device, hparams: Mapping[str, Any] | None = None) -> tuple[list[str], torch.Tensor]:
+def validation_sums(
+    model: nn.Module,
+    task: Task,
+    validation: DataLoader,
+    precision: Precision,
+    device: torch.device,
+    hparams: Mapping[str, Any] | None = None,
+) -> tuple[list[str], torch.Tensor]:
     """This rank's validation sums, on the device: the metric names and ``[loss_sum, samples, *metric
     sums]`` in their order. Summed over the ranks, they give :func:`validation_metrics`."""
     model.eval()
@@ -264,8 +293,10 @@ def validation_sums(model: nn.Module, task: Task, validation: DataLoader, precis
                 value = torch.tensor(value, device=device)
             sums[name] = sums[name] + value if name in sums else value.double()  # float64 from the first
     if sums and "loss" not in sums:
-        raise ValueError(f"validation_step must return 'loss' (the sum of the batch's losses) beside its metrics, "
-                         f"got {', '.join(sorted(sums))}")
+        raise ValueError(
+            f"validation_step must return 'loss' (the sum of the batch's losses) beside its metrics, "
+            f"got {', '.join(sorted(sums))}"
+        )
     names = sorted(name for name in sums if name != "loss")
     loss_sum = sums.get("loss", torch.zeros((), device=device, dtype=torch.float64))
     count = torch.as_tensor(samples, dtype=torch.float64, device=device)
@@ -276,12 +307,15 @@ def validation_metrics(names: list[str], totals: list[float]) -> dict[str, float
     """``val_loss`` and ``val_<metric>`` from :func:`validation_sums` summed over all ranks."""
     loss_total, count_total, *metric_totals = totals
     count_total = max(count_total, 1.0)
-    return {"val_loss": loss_total / count_total,
-            **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals, strict=True)}}
+    return {
+        "val_loss": loss_total / count_total,
+        **{f"val_{n}": v / count_total for n, v in zip(names, metric_totals, strict=True)},
+    }
 
 
-def evaluate(model: nn.Module, task: Task, validation: DataLoader, precision: Precision,
-             device: torch.device) -> dict[str, float]:
+def evaluate(
+    model: nn.Module, task: Task, validation: DataLoader, precision: Precision, device: torch.device
+) -> dict[str, float]:
     """``val_loss`` and ``val_<metric>`` over the whole validation set: this rank's shard, summed with
     every other rank's (sums and counts, so the result equals a single-process evaluation)."""
     names, sums = validation_sums(model, task, validation, precision, device)
@@ -315,24 +349,38 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     try:
         run = setup_run(config, context)
         if run.steps_done:
-            log.info("resuming from the checkpoint of step %d (epoch %d, batch %d)", run.steps_done,
-                     run.epochs_done + 1, run.epoch_batches)
+            log.info(
+                "resuming from the checkpoint of step %d (epoch %d, batch %d)",
+                run.steps_done,
+                run.epochs_done + 1,
+                run.epoch_batches,
+            )
         for metrics, last in _training_reports(run, config, context.output_dir):
             check_finite_losses(metrics, metrics["epoch"], run.precision.name)  # same on every rank: all stop
-            meta = {"task": config.task.reference, "hparams": dict(run.hparams), "precision": run.precision.name,
-                    "world_size": run.ranks.world_size, "batch": asdict(run.loaders.batch)}
+            meta = {
+                "task": config.task.reference,
+                "hparams": dict(run.hparams),
+                "precision": run.precision.name,
+                "world_size": run.ranks.world_size,
+                "batch": asdict(run.loaders.batch),
+            }
             _report(context, run, metrics, meta, _due_checkpoint(run, config, last))
-            progress = (f"step {run.steps_done}/{config.max_steps}" if config.max_steps is not None
-                        else f"epoch {run.epochs_done}/{config.epochs}")
+            progress = (
+                f"step {run.steps_done}/{config.max_steps}"
+                if config.max_steps is not None
+                else f"epoch {run.epochs_done}/{config.epochs}"
+            )
             log.info("%s: train_loss %.4f, val_loss %.4f", progress, metrics["train_loss"], metrics["val_loss"])
     except Exception as error:
         if not is_out_of_memory(error):
             raise
         epoch = run.epochs_done + 1 if run is not None else 0  # the epoch in progress (0: setting up)
-        batch = plan_batches(config.hparams["batch_size"], ranks.world_size, settings.grad_accum_steps,
-                             settings.batch_size_scope)  # the run may not exist: an OOM while setting up
-        out_of_memory = out_of_memory_error(batch.micro, batch.grad_accum_steps, ranks.world_size, device,
-                                            epoch, settings.oom_retry)
+        batch = plan_batches(
+            config.hparams["batch_size"], ranks.world_size, settings.grad_accum_steps, settings.batch_size_scope
+        )  # the run may not exist: an OOM while setting up
+        out_of_memory = out_of_memory_error(
+            batch.micro, batch.grad_accum_steps, ranks.world_size, device, epoch, settings.oom_retry
+        )
     finally:
         run = None  # drop every reference to the trial's tensors ...
         release_memory(device)  # ... so the device is free for the next attempt or trial
@@ -340,8 +388,9 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
         raise out_of_memory  # raised outside the handler: the OOM's frames (and tensors) are gone
 
 
-def _training_reports(run: TrainingRun, config: TrialConfig,
-                      output_dir: Path | None) -> Iterator[tuple[dict[str, Any], bool]]:
+def _training_reports(
+    run: TrainingRun, config: TrialConfig, output_dir: Path | None
+) -> Iterator[tuple[dict[str, Any], bool]]:
     """Train the trial from where ``run`` stands, yielding each report's metrics (reduced over all
     ranks) and whether it is the trial's last, at the epoch's ends or every ``report_every_steps``."""
     every = config.settings.report_every_steps
@@ -352,8 +401,9 @@ def _training_reports(run: TrainingRun, config: TrialConfig,
         epoch += 1
         seed_everything(rank_epoch_seed(run.seed, run.ranks.rank, epoch))  # dropout, augmentation: per rank
         steps_before, resumed_within = run.steps_done, run.epoch_batches > 0
-        profiler = StepProfiler(config.settings.profile_steps if epoch == 1 else 0, output_dir, run.device,
-                                enabled=run.ranks.is_main)
+        profiler = StepProfiler(
+            config.settings.profile_steps if epoch == 1 else 0, output_dir, run.device, enabled=run.ranks.is_main
+        )
         try:
             for _ in train_steps(run, epoch, profiler):
                 last = run.steps_done == config.max_steps
@@ -367,8 +417,9 @@ def _training_reports(run: TrainingRun, config: TrialConfig,
         finally:
             profiler.stop()
         if run.steps_done == steps_before and config.max_steps is not None and not resumed_within:
-            raise ValueError(f"epoch {epoch} of the training set gave no batch: it cannot reach "
-                             f"{config.max_steps} steps")
+            raise ValueError(
+                f"epoch {epoch} of the training set gave no batch: it cannot reach {config.max_steps} steps"
+            )
         if not every:
             yield _evaluated(run, epoch, started), epoch == config.epochs
             started = time.perf_counter()
@@ -376,20 +427,31 @@ def _training_reports(run: TrainingRun, config: TrialConfig,
 
 def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
     """The training since the last report and a validation now: the report's metrics, over all ranks."""
-    names, val_sums = validation_sums(run.model.module, run.task, run.loaders.validation, run.precision, run.device,
-                                      run.hparams)
+    names, val_sums = validation_sums(
+        run.model.module, run.task, run.loaders.validation, run.precision, run.device, run.hparams
+    )
     # One collective and one host sync per report, for the training and the validation sums together.
     loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums])).tolist()
     run.reset_train_totals()
     metrics = validation_metrics(names, val_totals)
     batch = run.loaders.batch
     batches = _length(run.loaders.train)
-    progress = epoch if not run.epoch_batches else (
-        round(run.epochs_done + run.epoch_batches / batches, 4) if batches else run.epochs_done)
+    progress = (
+        epoch
+        if not run.epoch_batches
+        else (round(run.epochs_done + run.epoch_batches / batches, 4) if batches else run.epochs_done)
+    )
     metrics.update(
-        epoch=progress, step=run.steps_done, train_loss=loss_sum / max(samples, 1), world_size=run.ranks.world_size,
-        batch_per_rank=batch.micro, grad_accum_steps=batch.grad_accum_steps, global_batch=batch.global_batch,
-        lr=run.lr, precision=run.precision.name, epoch_time_s=time.perf_counter() - started,
+        epoch=progress,
+        step=run.steps_done,
+        train_loss=loss_sum / max(samples, 1),
+        world_size=run.ranks.world_size,
+        batch_per_rank=batch.micro,
+        grad_accum_steps=batch.grad_accum_steps,
+        global_batch=batch.global_batch,
+        lr=run.lr,
+        precision=run.precision.name,
+        epoch_time_s=time.perf_counter() - started,
     )
     return metrics
 
@@ -405,8 +467,9 @@ def _due_checkpoint(run: TrainingRun, config: TrialConfig, last: bool) -> str | 
     return f"step_{run.steps_done:08d}" if by_steps else f"epoch_{run.epochs_done:04d}"
 
 
-def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], meta: dict[str, Any],
-            checkpoint: str | None) -> None:
+def _report(
+    context: TrainContext, run: TrainingRun, metrics: dict[str, Any], meta: dict[str, Any], checkpoint: str | None
+) -> None:
     """Report, with the checkpoint named ``checkpoint`` if one is due; rank 0 alone writes it.
 
     No barrier waits for the write: a rank that goes on meets rank 0 at its next collective, and the
@@ -415,9 +478,17 @@ def _report(context: TrainContext, run: TrainingRun, metrics: dict[str, Any], me
     directory = None
     if checkpoint is not None and run.ranks.is_main:
         directory = context.checkpoint_dir(checkpoint)  # written in place: no copy on the way
-        save_checkpoint(directory, model=run.model.plain, optimizer=run.optimizer, scaler=run.scaler,
-                        epoch=run.epochs_done, epoch_batches=run.epoch_batches, meta=meta, step=run.steps_done,
-                        scheduler=run.task_scheduler.state_dict() if run.task_scheduler is not None else None)
+        save_checkpoint(
+            directory,
+            model=run.model.plain,
+            optimizer=run.optimizer,
+            scaler=run.scaler,
+            epoch=run.epochs_done,
+            epoch_batches=run.epoch_batches,
+            meta=meta,
+            step=run.steps_done,
+            scheduler=run.task_scheduler.state_dict() if run.task_scheduler is not None else None,
+        )
     context.report(metrics, directory)
 
 

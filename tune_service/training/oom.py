@@ -63,13 +63,18 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def out_of_memory_error(micro_batch: int, grad_accum_steps: int, world_size: int, device: torch.device,
-                        epoch: int, retry_enabled: bool) -> TrialOutOfMemory:
-    hint = ("the trial will be retried at half the per-rank batch" if retry_enabled and micro_batch > 1
-            else "lower batch_size, raise training.grad_accum_steps, or set training.oom_retry: true")
+def out_of_memory_error(
+    micro_batch: int, grad_accum_steps: int, world_size: int, device: torch.device, epoch: int, retry_enabled: bool
+) -> TrialOutOfMemory:
+    hint = (
+        "the trial will be retried at half the per-rank batch"
+        if retry_enabled and micro_batch > 1
+        else "lower batch_size, raise training.grad_accum_steps, or set training.oom_retry: true"
+    )
     when = f"at epoch {epoch}" if epoch else "while setting up the trial"  # epoch 0: before the first batch
     return TrialOutOfMemory(
         f"out of memory {when}: per-rank batch {micro_batch} (x{grad_accum_steps} accumulation, "
         f"{world_size} ranks) on {device_memory(device)}; {hint}",
-        micro_batch, grad_accum_steps,
+        micro_batch,
+        grad_accum_steps,
     )

@@ -24,8 +24,9 @@ DEFAULT_ARGUMENTS = {"sgd": {"momentum": 0.9}}
 ONE_CYCLE_WARMUP_SHARE, ONE_CYCLE_START_DIV, ONE_CYCLE_END_DIV = 0.3, 25.0, 1e4
 
 
-def make_optimizer(parameters: Iterable[torch.nn.Parameter], hparams: Mapping[str, Any],
-                   lr: float) -> torch.optim.Optimizer:
+def make_optimizer(
+    parameters: Iterable[torch.nn.Parameter], hparams: Mapping[str, Any], lr: float
+) -> torch.optim.Optimizer:
     """The optimizer ``hparams["optimizer"]`` names (``adam`` when absent) at learning rate ``lr``, with
     every one of its constructor's arguments that ``hparams`` holds (a list where torch wants a tuple,
     such as ``betas``, is converted).
@@ -59,8 +60,9 @@ class LearningRateSchedule:
     start: float = 0.0
 
     @classmethod
-    def for_trial(cls, settings: ScheduleSettings, steps_per_epoch: int, total_steps: int, warmup_steps: int,
-                  lr_scale: float) -> "LearningRateSchedule":
+    def for_trial(
+        cls, settings: ScheduleSettings, steps_per_epoch: int, total_steps: int, warmup_steps: int, lr_scale: float
+    ) -> "LearningRateSchedule":
         """The schedule of a trial of ``total_steps`` optimizer steps (its ``max_t``, in epochs x
         ``steps_per_epoch`` or in steps)."""
         start = 1.0 / lr_scale if lr_scale != 1.0 else 0.0

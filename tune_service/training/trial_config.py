@@ -35,8 +35,10 @@ class TrialConfig:
 
     def __post_init__(self):
         if (self.epochs is None) == (self.max_steps is None):
-            raise ValueError(f"a trial trains for epochs or for max_steps, one of them: got epochs={self.epochs!r}, "
-                             f"max_steps={self.max_steps!r}")
+            raise ValueError(
+                f"a trial trains for epochs or for max_steps, one of them: got epochs={self.epochs!r}, "
+                f"max_steps={self.max_steps!r}"
+            )
 
     def opened(self) -> TrialConfig:
         """This config with its task opened (where the task runs: on a rank)."""

@@ -43,8 +43,13 @@ def convert_batchnorm(model: nn.Module, setting: bool | str, device: torch.devic
     return nn.SyncBatchNorm.convert_sync_batchnorm(model) if wanted and world_size > 1 else model
 
 
-def prepare_model(model: nn.Module, device: torch.device, world_size: int, settings: TrainingSettings,
-                  comm_hook: tuple[Any, Callable] | None = None) -> PreparedModel:
+def prepare_model(
+    model: nn.Module,
+    device: torch.device,
+    world_size: int,
+    settings: TrainingSettings,
+    comm_hook: tuple[Any, Callable] | None = None,
+) -> PreparedModel:
     """Make ``model`` ready to train on this rank (see :class:`PreparedModel`).
 
     ``comm_hook`` is an optional ``(state, hook)`` for ``DistributedDataParallel.register_comm_hook``
