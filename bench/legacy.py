@@ -1,7 +1,7 @@
-"""The two earlier benchmarks as members of the suite: ``bench/trial_overhead.py`` (per-report overhead
-and start-up of a 2-rank trial, Ray's default Train poll interval against the service's) and
-``bench/train_overhead.py`` (the shared train loop against a bare hand-written DDP loop, epoch by epoch
-in the same processes; bf16 autocast against fp32 on this CPU).
+"""The two earlier benchmarks as members of the suite: ``bench/service/trial_overhead.py`` (per-report
+overhead and start-up of a 2-rank trial, Ray's default Train poll interval against the service's) and
+``bench/training/train_overhead.py`` (the shared train loop against a bare hand-written DDP loop, epoch by
+epoch in the same processes; bf16 autocast against fp32 on this CPU).
 
 Each is run as it is, in a child process with its default sizes, and writes its own result file as
 before (``bench/results/trial_overhead.json``, ``bench/results/train_overhead.json``); the suite reads it
@@ -22,11 +22,13 @@ from typing import Any
 
 from bench.common import ROOT, figure
 
+#: Each script, from the repository root.
+SCRIPTS = {"trial_overhead": "bench/service/trial_overhead.py", "train_overhead": "bench/training/train_overhead.py"}
 QUICK_ARGS = {"trial_overhead": ["--reports", "4", "--trials", "1"], "train_overhead": ["--epochs", "20"]}
 
 
 def run(quick: bool, name: str) -> dict[str, Any]:
-    script = ROOT / "bench" / f"{name}.py"
+    script = ROOT / SCRIPTS[name]
     own_file = ROOT / "bench" / "results" / f"{name}.json"
     saved = None
     if quick:  # the script writes its own file: keep the full run's figures in place

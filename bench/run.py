@@ -32,17 +32,17 @@ from bench.common import QUICK_RESULTS_DIR, RESULTS_DIR, print_table, write_resu
 #: (they write their own files) and summarised here; they run only when named (their figures are
 #: covered by ddp_in_trial and service_overhead, and together they take about 3.5 minutes).
 BENCHMARKS = {
-    "cli_startup": "bench.cli_startup",
-    "warm_gangs": "bench.warm_gangs",
-    "service_overhead": "bench.service_overhead",
-    "ddp_in_trial": "bench.ddp_in_trial",
-    "utilisation": "bench.utilisation",
-    "search_efficiency": "bench.search_efficiency",
-    "known_optimum": "bench.known_optimum",
-    "gpu_amp": "bench.gpu_amp",
-    "gpu_warm_gangs": "bench.gpu_warm_gangs",
-    "search_quality": "bench.search_quality",
-    "search_quality_leaders": "bench.search_quality_leaders",
+    "cli_startup": "bench.service.cli_startup",
+    "warm_gangs": "bench.service.warm_gangs",
+    "service_overhead": "bench.service.service_overhead",
+    "ddp_in_trial": "bench.training.ddp_in_trial",
+    "utilisation": "bench.service.utilisation",
+    "search_efficiency": "bench.search.search_efficiency",
+    "known_optimum": "bench.search.known_optimum",
+    "gpu_amp": "bench.gpu.gpu_amp",
+    "gpu_warm_gangs": "bench.gpu.gpu_warm_gangs",
+    "search_quality": "bench.search.search_quality",
+    "search_quality_leaders": "bench.search.search_quality_leaders",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
@@ -91,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(args.names or [n for n in BENCHMARKS if n not in NAMED_ONLY], args.quick))
         return 0
     if args.list:
+        from bench import legacy
+
         for name, module in BENCHMARKS.items():
             doc = (importlib.import_module(module).__doc__ or "").strip().splitlines()[0]
-            print(f"{name:18} {doc if module != 'bench.legacy' else f'bench/{name}.py, as it is'}")
+            print(f"{name:18} {doc if module != 'bench.legacy' else f'{legacy.SCRIPTS[name]}, as it is'}")
         return 0
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:

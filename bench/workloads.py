@@ -11,7 +11,7 @@ pickled by value.
 - :func:`digits_trial`: one process trains the digits MLP epoch by epoch and reports validation
   accuracy: the light trainable of the search-efficiency benchmark.
 
-The closed-form functions of the known-optimum benchmark are in :mod:`bench.functions` (numpy only, so
+The closed-form functions of the known-optimum benchmark are in :mod:`bench.search.functions` (numpy only, so
 their trials start without importing torch).
 """
 

@@ -1,5 +1,5 @@
 """Load, in small: a sweep of more trivial trials than the cluster runs at once records every trial and
-every epoch (``bench/load_200.py`` is the 200-trial run, by hand)."""
+every epoch (``bench/service/load_200.py`` is the 200-trial run, by hand)."""
 
 from __future__ import annotations
 

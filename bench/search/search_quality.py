@@ -2,16 +2,16 @@
 problems, budgets and concurrency, in one process.
 
 Problems: the multi-fidelity Branin, Hartmann-6, Hartmann-3 and Currin functions of
-:mod:`bench.functions` (each with its known optimum; the fidelity is the epoch) and the digits learning
-curves of :mod:`bench.digits_curves` (a table of real training runs; not in ``--quick``). Contenders
-(:mod:`bench.contenders`): ours (hyperopt TPE and random, each with ASHA, HyperBand and FIFO, Optuna's TPE
+:mod:`bench.search.functions` (each with its known optimum; the fidelity is the epoch) and the digits learning
+curves of :mod:`bench.search.digits_curves` (a table of real training runs; not in ``--quick``). Contenders
+(:mod:`bench.search.contenders`): ours (hyperopt TPE and random, each with ASHA, HyperBand and FIFO, Optuna's TPE
 with ASHA, BOHB with HyperBand-for-BOHB: the very Tune searcher and scheduler objects a sweep builds),
 Optuna's (TPE with its successive-halving and Hyperband pruners and without, and its GP sampler), Syne
 Tune's (ASHA, BOHB) and DEHB (where installed: the result says whether it ran). Every run is a simulated
-sweep (:mod:`bench.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
+sweep (:mod:`bench.search.search_simulation`): ``budget`` trial-epochs, ``workers`` trials at a time, ``max_t`` epochs
 a trial at most; every early-stopping contender halves by 3 from one epoch.
 
-The anytime plot (:mod:`bench.anytime_plot`, matplotlib of the ``peers`` extra) goes beside the result
+The anytime plot (:mod:`bench.search.anytime_plot`, matplotlib of the ``peers`` extra) goes beside the result
 file: ``bench/results/search_quality_anytime.png`` (``bench/results/quick/`` with ``--quick``).
 
 Figures, per problem and concurrency: the median over the seeds of each contender's area under its
@@ -45,10 +45,10 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def problem_named(name: str, max_t: int):
-    """The problem called ``name``: a function of :mod:`bench.functions`, or ``digits``."""
-    from bench import digits_curves
-    from bench.functions import FUNCTIONS
-    from bench.search_simulation import Problem
+    """The problem called ``name``: a function of :mod:`bench.search.functions`, or ``digits``."""
+    from bench.search import digits_curves
+    from bench.search.functions import FUNCTIONS
+    from bench.search.search_simulation import Problem
 
     return digits_curves.problem(max_t) if name == "digits" else Problem(name, *FUNCTIONS[name])
 
@@ -56,8 +56,8 @@ def problem_named(name: str, max_t: int):
 def one_run(problem: str, contender_name: str, seed: int, workers: int, size: dict[str, Any]):
     """One simulated sweep of ``contender_name`` on ``problem``: its row of the result (area, final regret,
     trials, wall time) and its anytime curve."""
-    from bench.contenders import contender
-    from bench.search_simulation import simulate
+    from bench.search.contenders import contender
+    from bench.search.search_simulation import simulate
 
     budget = size["budget_trials"] * size["max_t"]
     solved = problem_named(problem, size["max_t"])
@@ -70,7 +70,7 @@ def one_run(problem: str, contender_name: str, seed: int, workers: int, size: di
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from bench.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, dehb_installed
+    from bench.search.contenders import DEHB_CONTENDERS, OPTUNA, OURS, SYNE_TUNE, dehb_installed
 
     size = SIZES[quick]
     peers = [*OPTUNA, *SYNE_TUNE, *(DEHB_CONTENDERS if dehb_installed() else ())]
@@ -109,7 +109,7 @@ def run(quick: bool) -> dict[str, Any]:
         versions.update({p: metadata.version(p) for p in ("dehb", "ConfigSpace", "numpy")})
     else:
         versions["dehb"] = "not installed: left out"
-    from bench.anytime_plot import plot
+    from bench.search.anytime_plot import plot
 
     plotted = plot(table, spent, (QUICK_RESULTS_DIR if quick else RESULTS_DIR) / PLOT_FILE)
     print(f"    anytime plot: {plotted}", flush=True)
@@ -121,7 +121,7 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from bench.run import main
 
     sys.exit(main([NAME] + sys.argv[1:]))

@@ -11,7 +11,7 @@ this service's setting, and prints, side by side:
 - trial wall time.
 
 Targets on the 2-core development machine: per-report overhead <= 0.2 s, start-up <= 5 s.
-Usage: ``python bench/trial_overhead.py [--reports 10] [--trials 2]``; writes
+Usage: ``python bench/service/trial_overhead.py [--reports 10] [--trials 2]``; writes
 ``bench/results/trial_overhead.json``.
 """
 
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "trial_overhead.json"
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "trial_overhead.json"
 TARGETS = {"per_report_s": 0.2, "startup_s": 5.0}
 
 

@@ -90,7 +90,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from bench.run import main
 
     sys.exit(main([NAME] + sys.argv[1:]))

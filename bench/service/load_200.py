@@ -7,7 +7,7 @@ how many trials ended with results, and the result files in the experiment direc
 ``result.json`` of each trial, and every file). Writes ``bench/results/load_200.json``.
 
 Too slow for CI (about 6 s of Ray start-up per trial, two at a time): run it by hand,
-``python bench/load_200.py [--trials 200] [--epochs 2]``; ``--trials 10`` first to extrapolate.
+``python bench/service/load_200.py [--trials 200] [--epochs 2]``; ``--trials 10`` first to extrapolate.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from bench.common import trial_seconds  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "bench" / "results" / "load_200.json"
 
 

@@ -1,5 +1,5 @@
 """On a GPU: warm gangs with CUDA. The README's quickstart (hyperopt TPE + ASHA, a checkpoint every
-epoch) as ``bench/warm_gangs.py`` runs it, on warm gangs and with ``execution.gangs=fresh`` (a new Ray
+epoch) as ``bench/service/warm_gangs.py`` runs it, on warm gangs and with ``execution.gangs=fresh`` (a new Ray
 Train run per trial, CUDA context and all), side by side.
 
 Each trial is two DDP ranks of one GPU each, an NCCL world, where the machine has two GPUs or more; on a
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import figure
-from bench.warm_gangs import side_by_side
+from bench.service.warm_gangs import side_by_side
 
 NAME = "gpu_warm_gangs"
 #: One round each: a fresh run of the 10-trial quickstart takes about 4 minutes on one GPU, and the device
@@ -56,7 +56,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from bench.run import main
 
     sys.exit(main([NAME] + sys.argv[1:]))

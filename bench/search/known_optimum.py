@@ -4,7 +4,7 @@ budget, for TPE, BOHB and random search, each with and without early stopping.
 The functions are BoTorch's ``AugmentedBranin`` and ``AugmentedHartmann`` (closed forms; the fidelity
 ``s`` in [0, 1] shifts one coefficient, and at ``s = 1`` they are the textbook functions, minima
 0.397887 and -3.322368). A trial of a configuration ``x`` reports ``f(x, epoch / max_t)`` at epochs 1 to
-``max_t``: the fidelity is the epoch (:func:`bench.functions.closed_form_trial`).
+``max_t``: the fidelity is the epoch (:func:`bench.search.functions.closed_form_trial`).
 
 What runs: the service's searcher and scheduler objects (``tune_service.search.registry.build_searcher`` /
 ``build_scheduler`` on a spec, as a sweep builds them) on real Ray Tune, two trials at a time, with that
@@ -43,7 +43,7 @@ VARIANTS = {
     "random + ASHA": ("random", True), "random + FIFO": ("random", False),
 }
 ANCHOR = "random + FIFO"
-#: The problems it runs (of bench.functions.FUNCTIONS).
+#: The problems it runs (of bench.search.functions.FUNCTIONS).
 KNOWN = ("branin", "hartmann6")
 
 
@@ -51,9 +51,9 @@ def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[st
                bounds: dict[str, tuple[float, float]] | None = None, scheduler_type: str | None = None):
     """The spec of a sweep of ``function`` with ``method``, with as many trials as ``size``'s budget fits
     (a sweep without early stopping: the budget in full trials); its parameters ``bounds``, by default
-    those of ``bench.functions.FUNCTIONS[function]``; early stopping by ``scheduler_type``, by default
+    those of ``bench.search.functions.FUNCTIONS[function]``; early stopping by ``scheduler_type``, by default
     HyperBand for BOHB and ASHA for the others."""
-    from bench.functions import FUNCTIONS
+    from bench.search.functions import FUNCTIONS
     from tune_service.search.schedule import expected_schedule
     from tune_service.spec import load_spec
 
@@ -127,7 +127,7 @@ def optimise(function: str, variant: str, seed: int, size: dict[str, Any]) -> di
     """One run; the incumbent's simple regret and what the run used."""
     from ray import tune
 
-    from bench.functions import FUNCTIONS, closed_form_trial
+    from bench.search.functions import FUNCTIONS, closed_form_trial
     from tune_service.search import registry
 
     method, early = VARIANTS[variant]
@@ -189,7 +189,7 @@ def run(quick: bool) -> dict[str, Any]:
 if __name__ == "__main__":
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from bench.run import main
 
     sys.exit(main([NAME] + sys.argv[1:]))

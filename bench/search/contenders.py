@@ -1,11 +1,11 @@
 """The search-quality benchmark's contenders, each a searcher and a scheduler behind
-:class:`bench.search_simulation.Contender`.
+:class:`bench.search.search_simulation.Contender`.
 
 - Ours: the Tune searcher and scheduler objects a sweep builds from its spec
   (``tune_service.search.registry``), driven through Tune's own searcher and scheduler calls
   (``suggest``, ``on_trial_add``, ``choose_trial_to_run``, ``on_trial_result``, ``on_trial_complete``,
   and for HyperBand's pauses the controller calls its brackets make), with the trial count a sweep of that
-  budget would be given (``bench.known_optimum.sweep_spec``: as many trials as the scheduler's expected
+  budget would be given (``bench.search.known_optimum.sweep_spec``: as many trials as the scheduler's expected
   schedule fits in the budget) and the sweep's concurrency cap.
 - Optuna: a study with a sampler (TPE, GP) and a pruner (successive halving, Hyperband, none), through
   its ask-and-tell interface; every trial epoch is ``trial.report(value, epoch)`` and
@@ -27,7 +27,7 @@ import logging
 import warnings
 from typing import Any
 
-from bench.search_simulation import PAUSE, Problem
+from bench.search.search_simulation import PAUSE, Problem
 
 #: Ours: name -> (method, scheduler): each searcher with the schedulers a sweep offers it (BOHB: its
 #: HyperBand).
@@ -76,7 +76,7 @@ class TuneContender:
                  workers: int):
         from ray.tune.schedulers import TrialScheduler
 
-        from bench.known_optimum import sweep_spec
+        from bench.search.known_optimum import sweep_spec
         from tune_service.search import registry
 
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},

@@ -142,7 +142,7 @@ def _run_side(side: str, size: dict[str, Any]) -> dict[str, Any]:
         out = os.path.join(work, "out.json")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "bench.service_overhead", "--child", side,
+        done = subprocess.run([sys.executable, "-m", "bench.service.service_overhead", "--child", side,
                                "--size", json.dumps(size), "--out", out],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         command_s = time.perf_counter() - started

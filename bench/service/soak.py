@@ -12,7 +12,7 @@ What it checks, per run:
 - the sweep's wall time (target under 30 minutes on the 2-core machine).
 
 Not in CI and not in ``bench/run.py`` (about 4 minutes a run here): run it by hand, three times, and report
-every run: ``python bench/soak.py [--trials 600]``. Each run is appended to ``bench/results/soak.json``.
+every run: ``python bench/service/soak.py [--trials 600]``. Each run is appended to ``bench/results/soak.json``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "bench" / "results" / "soak.json"
 TARGET_WALL_S = 30 * 60
 TARGET_GROWTH = 0.10

@@ -24,7 +24,7 @@ each pair carries here), so the figures above can be read against it.
 It also times one training step of the same model in one process at fp32 and under bf16 autocast on
 this CPU (and, with a GPU, fp16 + GradScaler and bf16 against fp32 on it).
 
-Usage: ``python bench/train_overhead.py [--epochs 150] [--warmup 3] [--variant plain|schedule_clip|both]
+Usage: ``python bench/training/train_overhead.py [--epochs 150] [--warmup 3] [--variant plain|schedule_clip|both]
 [--calibrate]``;
 writes ``bench/results/train_overhead.json`` (the schedule_clip figures under ``schedule_clip``).
 """
@@ -43,7 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-RESULTS = Path(__file__).resolve().parent / "results" / "train_overhead.json"
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "train_overhead.json"
 TARGET_RATIO = 0.97
 WORLD_SIZE = 2
 VARIANTS = ("plain", "schedule_clip")

@@ -5,13 +5,13 @@
 # Each step's output goes to OUT_DIR (logs and the benchmarks' result files), each step under a time
 # limit so one that hangs leaves the others their time.
 #
-#   bash bench/gpu_checks.sh OUT_DIR [--quick]
+#   bash bench/gpu/gpu_checks.sh OUT_DIR [--quick]
 set -u
-out=${1:?usage: bash bench/gpu_checks.sh OUT_DIR [--quick]}
+out=${1:?usage: bash bench/gpu/gpu_checks.sh OUT_DIR [--quick]}
 quick=${2:-}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 step() {  # step NAME SECONDS COMMAND...: run it, its output to the screen and OUT_DIR/NAME.txt
     local name=$1 seconds=$2

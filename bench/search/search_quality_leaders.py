@@ -34,7 +34,7 @@ RESAMPLES = 4000
 
 
 def _area(job: tuple[str, str, int, int, dict[str, Any]]) -> float:
-    from bench.search_quality import one_run
+    from bench.search.search_quality import one_run
 
     return one_run(*job)[0]["area"]
 
@@ -48,7 +48,7 @@ def difference_interval(ours: list[float], peer: list[float], seed: int = 0) -> 
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from bench.contenders import dehb_installed
+    from bench.search.contenders import dehb_installed
 
     if not dehb_installed():
         raise RuntimeError("DEHB is not installed: see docs/benchmarks.md (search quality) for how")
@@ -81,7 +81,7 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from bench.run import main
 
     sys.exit(main([NAME] + sys.argv[1:]))

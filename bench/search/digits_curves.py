@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from bench.search_simulation import Problem
+from bench.search.search_simulation import Problem
 
 #: The grid: each parameter's exponent (base 10 for the learning rate, 2 for the others), evenly spaced.
 GRID = {

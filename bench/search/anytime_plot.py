@@ -1,5 +1,5 @@
 """The anytime plot of the search-quality benchmark: each contender's median simple regret against the
-trial-epochs spent, one panel per problem and concurrency (:mod:`bench.search_quality` records the
+trial-epochs spent, one panel per problem and concurrency (:mod:`bench.search.search_quality` records the
 curves; matplotlib, of the ``peers`` extra, draws them)."""
 
 from __future__ import annotations
