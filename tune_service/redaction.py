@@ -347,7 +347,9 @@ class RedactedError(Exception):
 def _chain(error: BaseException) -> list[BaseException]:
     """``error`` and every exception it wraps: causes, contexts, and exceptions held in attributes
     (Ray's ``cause``, Ray Train's ``worker_failures``, ``controller_failure`` and ``_base_exc``)."""
-    seen, pending, found = set(), [error], []
+    seen: set[int] = set()
+    pending: list[Any] = [error]  # anything an attribute holds; only exceptions are taken
+    found: list[BaseException] = []
     while pending:
         exc = pending.pop()
         if not isinstance(exc, BaseException) or id(exc) in seen:

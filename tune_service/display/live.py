@@ -79,10 +79,10 @@ class LiveView:
         """``[ 3/10] 07d42480 completed  8/8 epochs  val_accuracy 0.9889  best  lr=0.02573 hidden=128``."""
         done = len(progress.ended)
         width = len(str(progress.total))
-        value = trial.metrics.get(progress.metric)
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
-        shown = f"  {progress.metric} {format_value(value)}{mark}" if progress.metric is not None else ""
+        metric = progress.metric
+        shown = f"  {metric} {format_value(trial.metrics.get(metric))}{mark}" if metric is not None else ""
         line = (
             f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
             f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s{shown}"
@@ -118,7 +118,7 @@ class LiveView:
         elapsed = time.monotonic() - progress.started_at
         status = f" {done}/{progress.total} trials ended, {len(progress.running)} running, {elapsed:.0f} s" + (
             f"; best {progress.metric} {format_value(best.metrics.get(progress.metric))} ({best.trial_id})"
-            if best
+            if best and progress.metric is not None  # no best without a metric
             else ""
         )
         bar = ProgressBar(total=max(progress.total, 1), completed=done, width=30)

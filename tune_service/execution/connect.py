@@ -152,7 +152,9 @@ def _embedded_ray_security():
     import secrets
 
     from ray._private import ray_constants
-    from ray._raylet import AuthenticationTokenLoader, Config
+
+    # ray/_raylet.pyi declares part of the compiled module only; both are in tune_service.ray_internals (tested)
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)

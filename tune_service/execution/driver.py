@@ -118,7 +118,7 @@ def build_tuner(
     spec = plan.spec
     fingerprints = redaction.Fingerprints.of_environment()  # the driver's secrets, as salted hashes only
     by_steps = spec.scheduler.time_unit == "step"
-    shared = dict(
+    shared: dict[str, Any] = dict(
         task=plan.task,
         epochs=None if by_steps else spec.scheduler.max_t,
         max_steps=spec.scheduler.max_t if by_steps else None,
@@ -459,7 +459,8 @@ class _TrialErrorsToFile(logging.Filter):
 
     def __init__(self, path: Path):
         super().__init__()
-        self.path, self.handler = path, None
+        self.path = path
+        self.handler: logging.FileHandler | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not str(record.msg).startswith("Trial task failed"):

@@ -15,13 +15,14 @@ import queue
 import threading
 from dataclasses import dataclass
 from numbers import Number
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from tune_service.execution.sweep_trial import Attempt, StartPoint, SweepTrial
 from tune_service.experiment.checkpoints import TRAIN_RUN_NAME, checkpointed_report, trial_storage
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.redaction import scrubbing
 from tune_service.spec import ResourceSpec
+from tune_service.tasks import ResolvedTask
 from tune_service.training.trial_config import TrialConfig
 
 #: Ray Train's controller polls its ranks every 2 s by default and a report waits for the next poll,
@@ -46,7 +47,7 @@ def combine_rank_metrics(per_rank: list[dict[str, Any]], report_index: int) -> d
         values = [m.get(key) for m in per_rank]
         numeric = all(isinstance(v, Number) and not isinstance(v, bool) for v in values)
         if numeric and len(set(values)) > 1:
-            combined[key] = sum(values) / len(values)
+            combined[key] = sum(cast(list[float], values)) / len(values)  # all numbers (numeric)
     combined.setdefault(TIME_ATTR, report_index)
     return combined
 
@@ -71,7 +72,7 @@ def _relay_callback(reports: Any):
     return RelayToTune()
 
 
-def relay_reports(fit: Callable[[], None], reports: Any, report: Callable[[dict], None], poll_s: float = 0.1) -> None:
+def relay_reports(fit: Callable[[], object], reports: Any, report: Callable[[dict], None], poll_s: float = 0.1) -> None:
     """Run ``fit`` (a Ray Train run) in a thread and hand every report it puts in ``reports`` to
     ``report`` (``tune.report``), in order, from the calling thread; return once ``fit`` has returned
     and every one of its reports has been handed over, raising ``fit``'s error if it raised.
@@ -156,7 +157,8 @@ class FreshTrial(SweepTrial):
                 # resumes from the latest checkpoint, not from epoch 0.
                 failure_config=train.FailureConfig(max_failures=self.max_failures),
                 # Train logs every report at INFO on every rank; the trial's progress is Tune's to show.
-                logging_config=train.LoggingConfig(log_level="WARNING"),
+                # (mypy reads ray.train's V1 RunConfig; the V2 one Ray Train V2 exports at run time has it)
+                logging_config=train.LoggingConfig(log_level="WARNING"),  # type: ignore[call-arg]
             ),
             # A checkpoint handed over from another trial; Ray Train prefers the run's own, once it has one.
             resume_from_checkpoint=None if attempt.start is None else attempt.start.checkpoint,
@@ -167,6 +169,7 @@ class FreshTrial(SweepTrial):
             reports.shutdown()
 
     def _worker(self, config: TrialConfig, checkpoint_root: str | None) -> tuple[Callable, Any]:
+        assert isinstance(self.task, ResolvedTask)  # only a warm trial's task travels sealed
         if self.task.train_loop is not None:
             return self.task.train_loop, dict(config.hparams)  # a user's own train_loop_per_worker, run unchanged
         from tune_service.training.loop import fit

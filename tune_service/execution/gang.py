@@ -177,7 +177,8 @@ class Gang:
         except (RayActorError, RayTaskError):
             pass
         ray.wait(runs, num_returns=len(runs), timeout=1.0)  # the others' errors, if they come at once
-        errors = []
+        # (precedence, rank, the error to raise, Ray's error: its cause)
+        errors: list[tuple[int, int, BaseException, Exception]] = []
         for index, ref in enumerate(runs):
             try:
                 ray.get(ref, timeout=0)

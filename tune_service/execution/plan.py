@@ -10,7 +10,7 @@ trial fits the cluster and sets the concurrency: the one step that waits for the
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Callable
 
 from tune_service.errors import Problem, SpecError
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
@@ -116,6 +116,7 @@ class SweepPlan:
             lines.append(f"  rungs ({how})")
             lines += [f"    {line}" for line in self.schedule.describe()]
         r = s.resources
+        assert self.cluster is not None, "describe a plan made on a cluster (make_plan, or plan_sweep(spec).on)"
         what = f"{r.workers} process(es) of the program/trial" if self.runs_program else f"{r.workers} DDP ranks/trial"
         lines += [
             f"resources    {what} x ({r.cpus_per_worker:g} CPU, {r.gpus_per_worker:g} GPU)"
@@ -241,7 +242,7 @@ def _describe_training(t: TrainingSettings) -> str:
     return ", ".join([f"precision {t.precision}", *changed])
 
 
-def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> SweepPlan:
+def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = None) -> SweepPlan:
     """Everything about ``spec`` that does not depend on a cluster; never starts Ray.
 
     Args:
@@ -276,7 +277,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | object | None = None) -> Swee
 
 
 def make_plan(
-    spec: SweepSpec, cluster: ClusterResources | None = None, task: str | Task | object | None = None
+    spec: SweepSpec, cluster: ClusterResources | None = None, task: str | Task | Callable[..., Any] | None = None
 ) -> SweepPlan:
     """:func:`plan_sweep` on a cluster (this machine when ``None``); what ``--dry-run`` prints.
 

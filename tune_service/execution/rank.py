@@ -162,13 +162,14 @@ class RankWorker:
         from tune_service.execution.process_state import ProcessState
 
         if self.world_size > 1:
+            device_id: dict[str, Any] = {"device_id": self.device} if self.device.type == "cuda" else {}
             dist.init_process_group(
                 self.backend,
                 init_method=f"tcp://{master_address}:{master_port}",
                 rank=self.rank,
                 world_size=self.world_size,
                 timeout=self.timeout,
-                **({"device_id": self.device} if self.device.type == "cuda" else {}),
+                **device_id,
             )
             dist.barrier()  # every connection made now, not in the first trial's first step
         self.state = ProcessState()

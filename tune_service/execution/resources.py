@@ -11,10 +11,13 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tune_service.errors import CapacityError
 from tune_service.spec import ResourceSpec
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def place_ranks(
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    actor = ray.remote(actor_class)
+    actor: ActorClass[Any] = ray.remote(actor_class)
     ranks = []
     for rank in range(resources.workers):
         placed: dict[str, Any] = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT, RayInternalsChanged, private
 
@@ -31,7 +31,7 @@ from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT, RayInternalsChang
 #: Sweeps of this process inside :func:`trial_actors_on_ready_workers` now, and Tune's own ``get`` while
 #: any is (sweeps run from threads may overlap: Tune's is put back when the last one ends).
 _sweeps_inside = 0
-_tune_get = None
+_tune_get: Callable[..., Any] | None = None
 _lock = threading.Lock()
 
 
@@ -44,6 +44,7 @@ def _register(cache, trainable_cls):
     registered = private(cache, "_cache")
     if trainable_cls not in registered:
         if any(name in os.environ for name in private(class_cache, "ENV_VARS_TO_PROPAGATE")):
+            assert _tune_get is not None  # set while _register is Tune's get
             return _tune_get(cache, trainable_cls)
         registered[trainable_cls] = ray.remote(trainable_cls)
     return registered[trainable_cls]

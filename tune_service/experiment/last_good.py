@@ -49,8 +49,9 @@ class LastGoodState(DriverCallback):
     def get_state(self) -> None:
         """Tune asks its callbacks for their state right after it has written its own (and before
         copying it to the experiment directory): the moment to keep a copy. Stateless: returns None."""
-        if self._staging is not None:  # a full disk keeps the copy before (atomic writes) until the next save
-            self._saves.attempt(lambda: keep_state_files(self._staging, self.target))
+        staging = self._staging
+        if staging is not None:  # a full disk keeps the copy before (atomic writes) until the next save
+            self._saves.attempt(lambda: keep_state_files(staging, self.target))
         return None
 
 

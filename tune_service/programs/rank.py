@@ -196,21 +196,23 @@ class ProgramRank:
         everything in its group are gone without one; None while it runs."""
         if self.exit_path is None:
             return None
-        recorded = self._recorded_code()
+        recorded = _recorded_code(self.exit_path)
         if recorded is not None:
             return recorded
+        assert self.group is not None  # start set it with exit_path
         try:
             os.killpg(self.group, 0)
         except ProcessLookupError:  # the group is empty: the supervisor ended, having recorded one or not
-            recorded = self._recorded_code()  # it may have written it since the first look
+            recorded = _recorded_code(self.exit_path)  # it may have written it since the first look
             return LOST if recorded is None else recorded
         return None
 
-    def _recorded_code(self) -> int | None:
-        try:
-            return int(self.exit_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
+
+def _recorded_code(exit_path: Path) -> int | None:
+    try:
+        return int(exit_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
 
 
 def master_address() -> tuple[str, int]:

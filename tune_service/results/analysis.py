@@ -39,7 +39,7 @@ import weakref
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import yaml
@@ -242,6 +242,7 @@ class SweepResults:
             TuneServiceError: no best trial yet, or no ``sweep.json`` in the experiment directory.
         """
         best = self._require_best("write its spec")
+        assert self.metric is not None  # a best trial is the best by the sweep's metric
         spec = self.spec
         source = copy.deepcopy(dict(spec.source))
         source.pop("early_terminate", None)  # W&B's early stopping, read as the scheduler: none now
@@ -335,7 +336,7 @@ class SweepResults:
             status = "completed"
         elif last.get("done") is True:
             status = "stopped"
-        elif failed:
+        elif failed and failure is not None:
             status, error = "failed", _one_line(failure[0])
         else:
             status = RUNNING
@@ -343,7 +344,9 @@ class SweepResults:
         return replace(record, status=status, metrics=plain(metrics), error=error)
 
     def _trials_frame(self, reports: Mapping[str, list[dict[str, Any]]]) -> pd.DataFrame:
-        rows, metric_columns, config_columns = [], {self.metric: None}, {}
+        rows: list[dict[str, Any]] = []
+        metric_columns: dict[str | None, None] = {self.metric: None}
+        config_columns: dict[str, None] = {}
         for record in self.records:
             times = [r[TIME_COLUMN] for r in reports[record.trial_id] if is_number(r.get(TIME_COLUMN))]
             row = {
@@ -376,7 +379,8 @@ def _one_line(line: str) -> str:
 
 
 def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]], time_attr: str) -> pd.DataFrame:
-    rows, metric_columns = [], {}
+    rows: list[dict[str, Any]] = []
+    metric_columns: dict[str, None] = {}
     for record in records:
         by_time: dict[Any, tuple[Any, dict[str, Any]]] = {}
         for index, report in enumerate(reports[record.trial_id]):
@@ -387,17 +391,21 @@ def _history_frame(records, reports: Mapping[str, list[dict[str, Any]]], time_at
                     row[key] = value
                     metric_columns.setdefault(key)
             row[TIME_COLUMN] = report.get(TIME_COLUMN, math.nan)
-            key = time if time is not None else ("report", index)
-            by_time.pop(key, None)  # the newest is kept, in order
-            by_time[key] = (time, row)
+            at = time if time is not None else ("report", index)
+            by_time.pop(at, None)  # the newest is kept, in order
+            by_time[at] = (time, row)
         rows += [row for _, row in sorted(by_time.values(), key=lambda pair: (pair[0] is None, pair[0] or 0))]
     return pd.DataFrame(rows, columns=["trial_id", "epoch", *metric_columns, TIME_COLUMN])
 
 
-def metric_by_time(reports: list[Mapping[str, Any]], metric: str, time_attr: str = "epoch") -> list[tuple[int, float]]:
+def metric_by_time(
+    reports: Sequence[Mapping[str, Any]], metric: str | None, time_attr: str = "epoch"
+) -> list[tuple[int, float]]:
     """``(time, metric)`` of a trial's ``reports`` (its ``result.json``, as the layout reads it), by the
     scheduler's time (``time_attr``: ``epoch`` or ``step``). A resumed trial may repeat a report: the
-    last of each time counts."""
+    last of each time counts; none without a metric."""
+    if metric is None:
+        return []
     by_time: dict[int, float] = {}
     for report in reports:
         value, time = report.get(metric), _time_of(report, time_attr)

@@ -64,8 +64,8 @@ class SweepProgress(DriverCallback):
     def __init__(
         self,
         experiment_dir: str | Path,
-        metric: str,
-        mode: str,
+        metric: str | None,
+        mode: str | None,
         max_t: int,
         total: int,
         observers: Iterable[ProgressObserver] = (),

@@ -32,6 +32,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
 from tune_service.results.analysis import metric_by_time
 from tune_service.results.sweep_result import (
@@ -72,7 +73,16 @@ def write_report(result: SweepResult, path: Path | None = None) -> Path:
 
 
 def render_report(result: SweepResult) -> str:
-    """The report's HTML."""
+    """The report's HTML.
+
+    Raises:
+        TuneServiceError: the sweep has no metric (a W&B program's sweep without one): nothing to chart.
+    """
+    if result.metric is None:
+        raise TuneServiceError(
+            f"report: the sweep in {result.experiment_dir} has no metric (its spec has no metric:), so its "
+            "trials have nothing to chart or rank; `tune-run results DIR` lists them with what each logged"
+        )
     trials = _trials(result)
     keys = searched_parameters(result.trials)
     page = _Page()
@@ -86,6 +96,18 @@ def render_report(result: SweepResult) -> str:
 
 
 # -- the data ---------------------------------------------------------------------------------------
+
+
+def _metric(result: SweepResult) -> str:
+    """The sweep's metric, which the report's charts and table show (a sweep without one has no report)."""
+    assert result.metric is not None, "a sweep without a metric has no report"
+    return result.metric
+
+
+def _mode(result: SweepResult) -> str:
+    """``min`` or ``max``: a sweep with a metric has its mode."""
+    assert result.mode is not None, "a sweep without a metric has no report"
+    return result.mode
 
 
 class _Trial:
@@ -233,7 +255,7 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
     unit = result.time_unit
     figure = _figure(
         xaxis_title=unit + (" (dashed: the scheduler's rungs)" if rungs else ""),
-        yaxis_title=html.escape(result.metric),
+        yaxis_title=html.escape(_metric(result)),
         hovermode="closest",
     )
     best_id = result.best.trial_id if result.best else None
@@ -285,12 +307,12 @@ def _parallel_coordinates(result: SweepResult, keys: list[str]):
     dimensions = []
     for key in keys:
         axis = _encode([c.get(key) for c in configs])
-        dimension = dict(label=html.escape(key + (" (log)" if axis.log else "")), values=axis.values)
+        dimension: dict[str, Any] = dict(label=html.escape(key + (" (log)" if axis.log else "")), values=axis.values)
         if axis.tickvals is not None:
             dimension.update(tickvals=axis.tickvals, ticktext=axis.ticktext)
         dimensions.append(dimension)
     scores = [final_value(t, result.metric) for t in usable]
-    dimensions.append(dict(label=html.escape(result.metric), values=scores))
+    dimensions.append(dict(label=html.escape(_metric(result)), values=scores))
     left_out = len(result.trials) - len(usable)
     figure = _figure(margin=dict(l=70, r=70, t=60, b=60))
     figure.add_trace(
@@ -301,7 +323,7 @@ def _parallel_coordinates(result: SweepResult, keys: list[str]):
                 colorscale="Viridis",
                 reversescale=result.mode == "min",
                 showscale=True,
-                colorbar=dict(title=dict(text=html.escape(result.metric))),
+                colorbar=dict(title=dict(text=html.escape(_metric(result)))),
             ),
             labelangle=0,
         )
@@ -350,7 +372,7 @@ def _importance(result: SweepResult, keys: list[str]):
     return figure, None
 
 
-def _best_so_far(values: list[float | None], mode: str) -> list[float | None]:
+def _best_so_far(values: list[float | None], mode: str | None) -> list[float | None]:
     best: float | None = None
     out = []
     for value in values:
@@ -390,7 +412,7 @@ def _best_traces(result: SweepResult, trials: list[_Trial], xs: list[float]):
 def _best_by_trial(result: SweepResult, trials: list[_Trial]):
     if all(t.value is None for t in trials):
         return None, "No trial has a final value."
-    figure = _figure(xaxis_title="trial (in the order they were created)", yaxis_title=html.escape(result.metric))
+    figure = _figure(xaxis_title="trial (in the order they were created)", yaxis_title=html.escape(_metric(result)))
     figure.add_traces(_best_traces(result, trials, list(range(1, len(trials) + 1))))
     if len(trials) <= 25:
         figure.update_xaxes(dtick=1)
@@ -410,7 +432,7 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
         return None, "No trial has a final value."
     unit = result.time_unit
     spent = _cumulative([float(t.record.progress(unit)) for t in trials])
-    figure = _figure(xaxis_title=f"compute: cumulative trial-{unit}s", yaxis_title=html.escape(result.metric))
+    figure = _figure(xaxis_title=f"compute: cumulative trial-{unit}s", yaxis_title=html.escape(_metric(result)))
     figure.add_traces(_best_traces(result, trials, spent))
     timed = all(t.seconds is not None for t in trials if t.history)
     if timed:
@@ -450,7 +472,7 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
 def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
     ranked = {t.trial_id: i + 1 for i, t in enumerate(rank_trials(result.trials, result.metric, result.mode))}
     with_errors = any(t.record.error for t in trials)
-    header = ["rank", "#", "trial", "status", f"{result.time_unit}s", result.metric, "time (s)", *keys]
+    header = ["rank", "#", "trial", "status", f"{result.time_unit}s", _metric(result), "time (s)", *keys]
     header += ["error"] if with_errors else []
     best_id = result.best.trial_id if result.best else None
     rows = []
@@ -462,7 +484,7 @@ def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
             record.trial_id,
             record.status,
             record.progress(result.time_unit),
-            record.metrics.get(result.metric),
+            record.metrics.get(_metric(result)),
             trial.seconds,
             *(config.get(k) for k in keys),
         ]
@@ -500,15 +522,15 @@ def _header(result: SweepResult) -> str:
         "No trial finished with a usable value."
         if best is None
         else (
-            f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(result.metric)} = "
-            f"<b>{html.escape(format_value(best.metrics.get(result.metric)))}</b> "
+            f"Best: trial <b>{html.escape(best.trial_id)}</b>, {html.escape(_metric(result))} = "
+            f"<b>{html.escape(format_value(best.metrics.get(_metric(result))))}</b> "
             f"({html.escape(', '.join(f'{k}={_cell(v)}' for k, v in sorted(flatten(best.config).items())))})"
         )
     )
     rungs = result.extra.get("rungs") or []
     return (
         f'<p class="meta">{html.escape(result.experiment_dir)}</p>'
-        f"<p>Metric <b>{html.escape(result.metric)}</b> ({html.escape(result.mode)}); "
+        f"<p>Metric <b>{html.escape(_metric(result))}</b> ({html.escape(_mode(result))}); "
         f"{len(result.trials)} trials: {summary}"
         + (f"; rungs at {result.time_unit}s {html.escape(', '.join(format_value(r) for r in rungs))}" if rungs else "")
         + f".</p><p>{best_line}</p>"

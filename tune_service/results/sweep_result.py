@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -189,7 +189,7 @@ def format_value(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     """An int or a float (a bool is neither, here)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -223,8 +223,8 @@ _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
 def collect(
     result_grid,
     experiment_dir: str,
-    metric: str,
-    mode: str,
+    metric: str | None,
+    mode: str | None,
     max_t: int,
     unfinished: set[str] | frozenset[str] = frozenset(),
     time_unit: str = "epoch",
@@ -295,7 +295,9 @@ def load(experiment_dir: str | os.PathLike) -> SweepResult:
     remote = is_remote(experiment_dir)
     summary = f"{str(experiment_dir).rstrip('/')}/{SUMMARY_FILE}" if remote else Path(experiment_dir) / SUMMARY_FILE
     try:
-        data = json.loads(read_remote_text(summary) if remote else summary.read_text(encoding="utf-8"))
+        # a str exactly when remote
+        text = read_remote_text(summary) if isinstance(summary, str) else summary.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, json.JSONDecodeError) as err:
         raise TuneServiceError(
             f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "

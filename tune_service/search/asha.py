@@ -11,7 +11,7 @@ Ray's ``ASHAScheduler`` takes the cut-off as the ``1 - 1/eta`` quantile of the t
 this one, linearly interpolated: where a rung holds few trials it lets more go on (the second trial
 whenever it beats the first, the third whenever it is two thirds of the way from the worse of the first
 two to the better, ...), so a sweep spends its budget on fewer configurations. With this rule instead,
-TPE + ASHA's median regret area over 20 seeds (``bench/search_quality.py``) improved on six of the eight
+TPE + ASHA's median regret area over 20 seeds (``bench/search/search_quality.py``) improved on six of the eight
 problem and concurrency pairs, and Optuna's TPE under it matches Optuna's own TPE + successive halving to
 the digit.
 
@@ -25,7 +25,7 @@ trial back, so the decisions after the resume are those the sweep would have mad
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -53,7 +53,7 @@ class PromotingASHA(FIFOScheduler):
         max_t: float,
         grace_period: float,
         reduction_factor: float,
-        recorded: dict[str, RecordedTrial] | None = None,
+        recorded: Mapping[str, RecordedTrial] | None = None,
     ):
         super().__init__()
         if not (0 < grace_period <= max_t) or reduction_factor <= 1:
@@ -82,13 +82,17 @@ class PromotingASHA(FIFOScheduler):
             raise ValueError("ASHA needs the sweep's metric and mode before its first trial")
         return 1.0 if self._mode == "max" else -1.0
 
+    def _reported(self, result: dict[str, Any]) -> tuple[Any, Any]:
+        """The time and the metric's value of a result (None where absent, or before the metric is set)."""
+        return result.get(self.time_attr), result.get(self._metric) if self._metric is not None else None
+
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         recorded = self._recorded.pop(trial.trial_id, None)
         if recorded is None:
             return
         resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
         for result in recorded.reported_once(resumes):
-            time, value = result.get(self.time_attr), result.get(self._metric)
+            time, value = self._reported(result)
             # As on_trial_result: a result at max_t ends the trial without a decision, a non-finite one unrecorded.
             if non_finite(value):
                 break
@@ -96,7 +100,7 @@ class PromotingASHA(FIFOScheduler):
                 self._judge(trial.trial_id, time, self._sign * value)
 
     def on_trial_result(self, tune_controller, trial: Trial, result: dict[str, Any]) -> str:
-        time, value = result.get(self.time_attr), result.get(self._metric)
+        time, value = self._reported(result)
         if time is None or value is None:
             return TrialScheduler.CONTINUE
         if non_finite(value):
@@ -109,7 +113,7 @@ class PromotingASHA(FIFOScheduler):
         return decision
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict[str, Any]) -> None:
-        time, value = result.get(self.time_attr), result.get(self._metric)
+        time, value = self._reported(result)
         if time is not None and value is not None and not non_finite(value):
             self._judge(trial.trial_id, time, self._sign * value)  # recorded where it ended
 

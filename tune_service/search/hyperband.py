@@ -131,6 +131,8 @@ class ResumedHyperBand(WaitingHyperBand):
             super().on_trial_add(tune_controller, trial)
         brackets = {id(bracket): bracket for bracket, _ in self._trial_info.values()}
         for bracket in brackets.values():
+            # set: Ray's HyperBand takes no trial before its metric and mode
+            assert self._metric is not None and self._metric_op is not None
             replay_bracket(bracket, self._recorded, self._metric, self._metric_op, self._max_t_attr, self._time_attr)
         # A trial halved out just before the crash, whose stop the saved state had not caught up with:
         # it would wait, pending, for a bracket that no longer holds it.

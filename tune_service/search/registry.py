@@ -70,7 +70,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
         )
     from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
 
-    hyperband_args = dict(
+    hyperband_args: dict[str, Any] = dict(
         bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t, reduction_factor=s.reduction_factor
     )
     if recorded is not None:

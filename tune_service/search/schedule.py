@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from tune_service.spec import SchedulerSpec
 
@@ -87,7 +88,7 @@ class Schedule:
         lines = []
         for i, bracket in enumerate(self.brackets):
             label = f"bracket {i + 1}: " if len(self.brackets) > 1 else ""
-            rungs = bracket.rungs
+            rungs: Sequence[Rung] = bracket.rungs
             more = ""
             if self.open_ended:  # up to the rung one trial is expected to pass; the rest go on alike
                 shown = [r for r in rungs if r.epoch < self.max_t]
@@ -109,7 +110,7 @@ def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = Fa
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
     unit, open_ended = scheduler.time_unit, scheduler.open_ended
     if scheduler.type == "fifo":
-        brackets = (Bracket((Rung(scheduler.max_t, num_trials),)),)
+        brackets: tuple[Bracket, ...] = (Bracket((Rung(scheduler.max_t, num_trials),)),)
         return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
     if scheduler.type == "asha":
         return Schedule(

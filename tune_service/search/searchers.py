@@ -59,7 +59,8 @@ class GridSearch(_Unguided):
         self.next_index = 0
         self._points = grid_points(self.params)
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str:
+    # Ray annotates suggest as dict | None, though its docstring and Tune take Searcher.FINISHED (a str) too
+    def suggest(self, trial_id: str) -> dict[str, Any] | str:  # type: ignore[override]
         if self.next_index >= self.size:
             return Searcher.FINISHED
         self.next_index += 1

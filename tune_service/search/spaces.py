@@ -41,6 +41,13 @@ def support(p: ParameterSpec) -> list | None:
     return multiples(s)
 
 
+def _finite_support(p: ParameterSpec) -> list:
+    """:func:`support` of a parameter whose values are known to be finite."""
+    values = support(p)
+    assert values is not None, f"{p.name}: a continuous or unbounded parameter has no list of values"
+    return values
+
+
 def masses(p: ParameterSpec) -> list[float]:
     """The probability of each value of :func:`support` (which must be finite), as the spec declares it.
 
@@ -48,14 +55,14 @@ def masses(p: ParameterSpec) -> list[float]:
     multiple of ``q`` gets the mass of the law between the midpoints to its neighbours (the bounds at
     the ends), so rounding to the nearest multiple inside the bounds is exactly what is sampled.
     """
-    values = support(p)
+    values = _finite_support(p)
     if p.distribution == "categorical" and p.probabilities:
         return list(p.probabilities)
     if p.distribution in ("categorical", "constant") or p.shape.equal_mass:
         return [1.0 / len(values)] * len(values)
     s = p.shape
     law = s.law()
-    edges = [s.low, *((a + b) / 2 for a, b in itertools.pairwise(values)), s.high]
+    edges: list[float | None] = [s.low, *((a + b) / 2 for a, b in itertools.pairwise(values)), s.high]
     cdf = law.cdf(edges)
     total = cdf[-1] - cdf[0]
     return [float((hi - lo) / total) for lo, hi in itertools.pairwise(cdf)]
@@ -68,7 +75,7 @@ def _refuse(p: ParameterSpec, searcher: str, reason: str, alternatives: str) -> 
 
 
 def _listed(p: ParameterSpec, searcher: str) -> list:
-    values = support(p)
+    values = _finite_support(p)
     if len(values) > MAX_ENUMERATED_VALUES:
         raise _refuse(p, searcher, f"{len(values)} values is too many to list", "narrow the range or raise q")
     return values
@@ -103,7 +110,7 @@ def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
         lo = law.cdf(s.low) if s.low is not None else 0.0
         hi = law.cdf(s.high) if s.high is not None else 1.0
         x = float(law.ppf(rng.uniform(lo, hi)))
-        if s.bounded:  # ppf's last ulp must not step outside the inclusive bounds
+        if s.low is not None and s.high is not None:  # ppf's last ulp must not step outside the inclusive bounds
             x = min(max(x, s.low), s.high)
         config[p.name] = round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
     return config
@@ -231,6 +238,7 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
         return hp.choice(label, list(p.values))
     s = p.shape
     if p.distribution == "int_uniform":  # ordinal for TPE, every integer the same width
+        assert s.low is not None and s.high is not None  # a range form: both bounds
         return scope.int(hp.quniform(label, s.low - 0.4999, s.high + 0.4999, 1))
     values = support(p)
     if values is not None:
@@ -243,6 +251,7 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
     if s.base == "uniform":
         return hp.uniform(label, s.low, s.high)
     if s.base == "loguniform":
+        assert s.low is not None and s.high is not None  # a range form: both bounds
         return hp.loguniform(label, math.log(s.low), math.log(s.high))
     if s.base == "beta":
         raise _refuse(p, "hyperopt", "hyperopt has no beta law", "use q_beta, or method random or bohb")
@@ -426,7 +435,7 @@ class Decoder:
 
     def __init__(self, params: Sequence[ParameterSpec], indexed: Sequence[str] = ()):
         self.params = tuple(params)
-        self.indexed = {p.name: support(p) for p in self.params if p.name in indexed}
+        self.indexed = {p.name: _finite_support(p) for p in self.params if p.name in indexed}
         self.keep_flat = flat_names(self.params)
 
     def flat(self, suggested: dict[str, Any]) -> dict[str, Any]:

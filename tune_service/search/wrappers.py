@@ -149,10 +149,13 @@ class StopAtTarget(SearcherWrapper):
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     def _check(self, trial_id: str, result: dict) -> None:
-        value = result.get(self.metric) if self.target is not None and self.metric is not None else None
-        if not isinstance(value, (int, float)) or non_finite(value) or self.target_reached_by is not None:
+        target = self.target
+        value = result.get(self.metric) if target is not None and self.metric is not None else None
+        if target is None or not isinstance(value, (int, float)) or non_finite(value):
             return
-        if (value >= self.target) if self.mode == "max" else (value <= self.target):
+        if self.target_reached_by is not None:
+            return
+        if (value >= target) if self.mode == "max" else (value <= target):
             self.target_reached_by = trial_id
 
     def own_state(self) -> Any:
@@ -240,16 +243,19 @@ class FidelityCorrected(SearcherWrapper):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if result and self.metric is not None and non_finite(result.get(self.metric)):
             result, error = None, True  # a diverged trial: a failed point to the model, never a value
-        whole = self._ran_whole_budget(result) if result and not error else None
-        if whole is False and self.stopped == "as_pruned":
-            self.inner.on_trial_result(trial_id, result)  # Tune gave the stopping result to the scheduler only
-            self.inner.on_trial_complete(trial_id, result=None)  # OptunaSearch: no value, no error: pruned
-            return
-        if whole is False:
-            result = self._as_worst_completed(result)
-        elif whole:
-            value = result[self.metric]
-            self.worst_completed = value if self.worst_completed is None else self._worse(self.worst_completed, value)
+        if result and not error:
+            whole = self._ran_whole_budget(result)
+            if whole is False and self.stopped == "as_pruned":
+                self.inner.on_trial_result(trial_id, result)  # Tune gave the stopping result to the scheduler only
+                self.inner.on_trial_complete(trial_id, result=None)  # OptunaSearch: no value, no error: pruned
+                return
+            if whole is False:
+                result = self._as_worst_completed(result)
+            elif whole:
+                value = result[self.metric]
+                self.worst_completed = (
+                    value if self.worst_completed is None else self._worse(self.worst_completed, value)
+                )
         # A failed trial's last result is not its outcome (Ray's OptunaSearch would tell it as complete).
         self.inner.on_trial_complete(trial_id, result=None if error else result, error=error)
 

@@ -136,8 +136,9 @@ def _categorical(check: Checker, path: str, name: str, body: dict, when: tuple) 
                 f"must be a list of {len(values)} numbers, one per value, got {probabilities!r}",
             )
             return None
-        numbers = [check.number(f"{path}.probabilities", p) for p in probabilities]
-        if None in numbers:
+        read = [check.number(f"{path}.probabilities", p) for p in probabilities]
+        numbers = [p for p in read if p is not None]
+        if len(numbers) != len(read):
             return None
         if any(p < 0 for p in numbers) or not math.isclose(sum(numbers), 1.0, abs_tol=1e-6):
             check.fail(
@@ -157,21 +158,24 @@ def _numeric(check: Checker, path: str, name: str, d: str, body: dict, when: tup
     elif d in NORMAL_FORMS and ("min" in body) != ("max" in body):
         check.fail(path, f"{d} takes both min and max (a truncated {d}) or neither")
         return None
-    read = {k: check.number(f"{path}.{k}", body[k]) for k in ("min", "max", "q", "mu", "sigma", "a", "b") if k in body}
-    if None in read.values():
+    checked = {
+        k: check.number(f"{path}.{k}", body[k]) for k in ("min", "max", "q", "mu", "sigma", "a", "b") if k in body
+    }
+    read = {k: v for k, v in checked.items() if v is not None}
+    if len(read) != len(checked):
         return None
-    lo, hi = read.get("min"), read.get("max")
+    lo, hi = read.get("min"), read.get("max")  # both or neither (the checks above and the form's keys)
     for key in ("q", "sigma", "a", "b"):
         if read.get(key, 1) <= 0:
             check.fail(f"{path}.{key}", f"must be > 0, got {read[key]}")
             return None
     if d == "int_uniform":
-        for key, v in (("min", lo), ("max", hi)):
-            if not float(v).is_integer():
-                check.fail(f"{path}.{key}", f"must be an integer for int_uniform, got {v}")
+        for key in ("min", "max"):
+            if not float(read[key]).is_integer():
+                check.fail(f"{path}.{key}", f"must be an integer for int_uniform, got {read[key]}")
                 return None
-        lo, hi = int(lo), int(hi)
-    if lo is not None and lo > hi:
+        lo, hi = int(read["min"]), int(read["max"])
+    if lo is not None and hi is not None and lo > hi:
         check.fail(f"{path}.min", f"must be <= max ({hi}), got {lo}")
         return None
     if d in POSITIVE_BOUNDS and lo is not None and lo <= 0:

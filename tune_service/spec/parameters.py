@@ -161,6 +161,7 @@ class Shape:
         distribution. (scipy.stats takes 1.2 s to import, and the random searcher's first suggestion
         comes before any trial can start.)"""
         if self.base in ("uniform", "loguniform"):
+            assert self.low is not None and self.high is not None  # only range forms have these laws
             return LinearLaw(self.low, self.high, log=self.base == "loguniform")
         from scipy import stats
 
@@ -210,8 +211,10 @@ class ParameterSpec:
         if d in ("log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"):
             return Shape("loguniform", lo, hi, q=q)
         if d in ("log_uniform", "q_log_uniform"):
+            assert lo is not None and hi is not None  # a range form: both bounds (parameter_reading)
             return Shape("loguniform", math.exp(lo), math.exp(hi), q=q)
         if d == "inv_log_uniform":
+            assert lo is not None and hi is not None  # a range form: both bounds (parameter_reading)
             return Shape("loguniform", math.exp(-hi), math.exp(-lo), q=q)
         if d in NORMAL_FORMS:
             return Shape("lognormal" if "log" in d else "normal", lo, hi, mu=self.mu, sigma=self.sigma, q=q)
@@ -264,6 +267,7 @@ def flat_names(specs: Sequence[ParameterSpec]) -> frozenset[str]:
 
 def multiples(shape: Shape) -> list:
     """Every multiple of ``shape.q`` in [low, high], smallest first (ints when ``q`` is integral)."""
+    assert shape.low is not None and shape.high is not None and shape.q is not None, "a bounded, quantized shape"
     first = math.ceil(shape.low / shape.q - 1e-9)
     last = math.floor(shape.high / shape.q + 1e-9)
     return [round_to_q(k * shape.q, shape.q) for k in range(first, last + 1)]

@@ -8,6 +8,7 @@ of values), with PyYAML's safe loader; a key given twice in one mapping is refus
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
@@ -25,7 +26,9 @@ MAX_SPEC_DEPTH = 32
 MAX_SPEC_NODES = 100_000
 
 
-def load_spec(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SweepSpec:
+def load_spec(
+    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> SweepSpec:
     """Read, override and validate a sweep spec.
 
     Args:
@@ -88,7 +91,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
+def _read(source: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[dict, str]:
     if isinstance(source, Mapping):
         return dict(source), "sweep"
     if isinstance(source, str) and source.lstrip().startswith("{"):

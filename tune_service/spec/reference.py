@@ -48,6 +48,7 @@ def _sections(path: str, node: dict) -> Iterator[tuple[str, dict]]:
     """Every mapping of keys in the document, depth first, as (dotted path, its schema with the
     mapping's description)."""
     mapping = _mapping(node)
+    assert mapping is not None, f"{path or 'the document'}: not a mapping of keys"
     yield path, {**mapping, "description": node.get("description", "")}
     for key, prop in mapping["properties"].items():
         if _mapping(prop) is not None:

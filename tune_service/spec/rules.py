@@ -4,7 +4,7 @@ the value) instead of raising, so that one pass finds every problem in a file.""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 from tune_service.errors import Problem, nearest
 from tune_service.spec.training import AUTO
@@ -63,7 +63,14 @@ class Checker:
             return None
         return value
 
+    @overload
+    def boolean(self, path: str, value: Any, allow_auto: Literal[False] = False) -> bool: ...
+
+    @overload
+    def boolean(self, path: str, value: Any, allow_auto: bool) -> bool | str: ...
+
     def boolean(self, path: str, value: Any, allow_auto: bool = False) -> bool | str:
+        """``value`` if it is true or false (or, with ``allow_auto``, ``auto``); False, reported, if not."""
         if isinstance(value, bool) or (allow_auto and value == AUTO):
             return value
         self.fail(path, f"must be {'auto, ' if allow_auto else ''}true or false, got {value!r}")

@@ -52,6 +52,7 @@ def _has_api_key(environ: Mapping[str, str]) -> bool:
         return True
     host = urlparse(environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
     try:
-        return netrc.netrc(environ.get("NETRC")).authenticators(host) is not None
+        # a URL without a host matches no machine of the file (only its default entry, as None did)
+        return netrc.netrc(environ.get("NETRC")).authenticators(host or "") is not None
     except (OSError, netrc.NetrcParseError):
         return False

@@ -38,6 +38,7 @@ def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list
     taken = task.taken_hyperparameters()
     for parameter in [p.name for p in spec.parameters if p.is_searched] if taken is not None else ():
         top = parameter.split(".")[0]
+        assert taken is not None  # the loop runs only then
         if top not in taken and not (_loop_builds_optimizer(task) and top in all_optimizer_arguments()):
             problems.append(
                 Problem(

@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, cast
 
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
 
@@ -123,7 +123,7 @@ class WandbTracker(DriverCallback):
             resume="allow",
             config=redact(dict(config)),
             dir=str(self.experiment_dir),
-            mode=self.mode,
+            mode=cast(Literal["online", "offline", "disabled"], self.mode),  # resolve_mode's
             reinit="create_new",
             settings=wandb.Settings(
                 silent=True,
@@ -252,7 +252,7 @@ class WandbTracker(DriverCallback):
                 "sweep-summary",
                 (*self.settings.tags, "sweep-summary"),
             )
-            run.log({"trials": wandb.Table(columns=columns, data=rows)})
+            run.log({"trials": wandb.Table(columns=list(columns), data=rows)})
             run.summary.update(
                 {
                     "trial_counts": counts,

@@ -44,8 +44,9 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
 def _rebuilt_mapping(original: Mapping, moved: dict) -> Any:
     """A mapping of the original's type holding ``moved``; a plain dict where that type cannot be built
     from a dict (its constructor takes other arguments)."""
+    rebuild: Any = type(original)  # a concrete mapping type, whose constructor may take a dict or not
     try:
-        return type(original)(moved)
+        return rebuild(moved)
     except TypeError:
         return moved
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sized, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Subset, get_worker_info
@@ -55,9 +55,9 @@ def steps_per_epoch_of(train_set: Dataset, plan: BatchPlan, world_size: int, wor
     """:func:`steps_per_epoch` of ``train_set`` as this module's loaders shard it; None for an iterable
     data set without a length."""
     if not isinstance(train_set, IterableDataset):
-        return steps_per_epoch(len(train_set), plan, world_size)
+        return steps_per_epoch(len(cast(Sized, train_set)), plan, world_size)
     try:
-        size = len(train_set)
+        size = len(cast(Sized, train_set))  # TypeError where the iterable data set has no __len__
     except TypeError:
         return None
     shards = world_size * max(1, workers)
@@ -145,12 +145,13 @@ def build_loaders(
 ) -> RankLoaders:
     """Loaders for this rank. ``seed`` must be the same on every rank (the sampler's shuffle is shared);
     ``collate`` is the task's ``collate_fn`` (torch's default when None)."""
-    common = dict(
+    common: dict[str, Any] = dict(
         num_workers=settings.num_workers,
         pin_memory=settings.pin_memory,
         persistent_workers=settings.persistent_workers,
         collate_fn=collate,
     )
+    shuffler: DistributedSampler | RankShard
     if isinstance(train_set, IterableDataset):
         shuffler = RankShard(train_set, ranks.rank, ranks.world_size, equal=True)
         train = DataLoader(shuffler, batch_size=batch.micro, **common)
@@ -159,9 +160,10 @@ def build_loaders(
             train_set, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True, seed=seed
         )
         train = DataLoader(train_set, batch_size=batch.micro, sampler=shuffler, **common)
+    val_shard: Dataset
     if isinstance(val_set, IterableDataset):
         val_shard = RankShard(val_set, ranks.rank, ranks.world_size, equal=False)
     else:
-        val_shard = Subset(val_set, range(ranks.rank, len(val_set), ranks.world_size))
+        val_shard = Subset(val_set, range(ranks.rank, len(cast(Sized, val_set)), ranks.world_size))
     validation = DataLoader(val_shard, batch_size=batch.micro, shuffle=False, **common)
     return RankLoaders(train, validation, shuffler, batch)

@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, cast
 
 import torch
 from torch import nn
@@ -85,6 +85,7 @@ class TrainingRun:
     def train_totals(self) -> torch.Tensor:
         """``[loss_sum, samples]`` of this rank's training since the last report, on the device."""
         samples = torch.as_tensor(self.train_samples, device=self.device, dtype=torch.float64)
+        assert self.train_loss_sum is not None, "reset_train_totals first"
         return torch.stack([self.train_loss_sum, samples])
 
 
@@ -95,6 +96,7 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     settings, hparams, device = config.settings, dict(config.hparams), context.device
     resolved = config.resolved_task()
     task = resolved.task
+    assert task is not None, "the shared loop runs a Task (a plain train_loop runs unchanged, without it)"
     seed_everything(config.seed)  # what the task draws while building its data, the same in any process
     if settings.deterministic:
         _use_deterministic_algorithms()
@@ -170,7 +172,8 @@ def _schedule(settings: TrainingSettings, steps: int | None, config: TrialConfig
         )
     steps = steps or 1
     warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
-    total = config.max_steps if config.max_steps is not None else steps * config.epochs
+    # TrialConfig has epochs or max_steps, one of them
+    total = config.max_steps if config.max_steps is not None else steps * cast(int, config.epochs)
     return LearningRateSchedule.for_trial(settings.schedule, steps, total, warmup, scale)
 
 
@@ -196,7 +199,7 @@ def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = No
     accum = loaders.batch.grad_accum_steps
     batches = _length(loaders.train)
     skip, run.epoch_batches = run.epoch_batches, 0
-    stream = iter(loaders.train) if batches is None or skip < batches else iter(())
+    stream: Iterator[Any] = iter(loaders.train) if batches is None or skip < batches else iter(())
     for _ in itertools.islice(stream, skip):
         pass  # drawn, not trained: samplers, workers and their augmentation stay on the same course
     if skip:
@@ -215,6 +218,7 @@ def train_steps(run: TrainingRun, epoch: int, profiler: StepProfiler | None = No
                 loss, samples = _loss_and_samples(run.task.training_step(model, batch, run.hparams), batch)
             run.scaler.scale(loss / group_size if group_size > 1 else loss).backward()
         # One kernel per step for the loss sum; a count that is a plain number stays one.
+        assert run.train_loss_sum is not None, "reset_train_totals first"
         if isinstance(samples, torch.Tensor):
             run.train_loss_sum += loss.detach() * samples
         else:
@@ -397,7 +401,7 @@ def _training_reports(
     epoch = run.epochs_done
     run.reset_train_totals()
     started = time.perf_counter()
-    while config.max_steps is not None or epoch < config.epochs:
+    while config.max_steps is not None or epoch < cast(int, config.epochs):  # one of them is set
         epoch += 1
         seed_everything(rank_epoch_seed(run.seed, run.ranks.rank, epoch))  # dropout, augmentation: per rank
         steps_before, resumed_within = run.steps_done, run.epoch_batches > 0
@@ -433,7 +437,7 @@ def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
     # One collective and one host sync per report, for the training and the validation sums together.
     loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums])).tolist()
     run.reset_train_totals()
-    metrics = validation_metrics(names, val_totals)
+    metrics: dict[str, Any] = validation_metrics(names, val_totals)
     batch = run.loaders.batch
     batches = _length(run.loaders.train)
     progress = (

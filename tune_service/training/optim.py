@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
@@ -36,12 +36,13 @@ def make_optimizer(
     """
     name = str(hparams.get("optimizer", "adam"))
     cls = optimizer_class(name)
-    arguments = dict(DEFAULT_ARGUMENTS.get(name.lower(), {}))
+    arguments: dict[str, Any] = dict(DEFAULT_ARGUMENTS.get(name.lower(), {}))
     for key in optimizer_arguments(cls):
         if key in hparams:
             value = hparams[key]
             arguments[key] = tuple(value) if isinstance(value, list) else value
-    return cls(parameters, lr=lr, **arguments)
+    build: Callable[..., torch.optim.Optimizer] = cls  # each optimizer takes lr (their base class does not)
+    return build(parameters, lr=lr, **arguments)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class StepProfiler:
             self._profiler.start()
 
     def _export(self, profiler) -> None:
+        assert self.path is not None  # a profiler is made only with a path
         self.path.parent.mkdir(parents=True, exist_ok=True)
         profiler.export_chrome_trace(str(self.path))
 

@@ -5,7 +5,7 @@ rank's device, wrapped in DistributedDataParallel with the spec's knobs, optiona
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 from torch import nn
@@ -72,7 +72,7 @@ def prepare_model(
             ddp.register_comm_hook(*comm_hook)
         model = ddp
     if settings.compile:
-        model = torch.compile(model)
+        model = cast(nn.Module, torch.compile(model))  # an OptimizedModule, for a module
     return PreparedModel(module=model, ddp=ddp, plain=plain)
 
 
@@ -82,6 +82,6 @@ def unwrap(model: nn.Module) -> nn.Module:
         if isinstance(model, DistributedDataParallel):
             model = model.module
         elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
+            model = cast(nn.Module, model._orig_mod)  # torch.compile's wrapped module
         else:
             return model

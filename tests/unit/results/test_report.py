@@ -184,3 +184,13 @@ def test_importance_ranks_the_parameter_that_decides_the_metric_above_noise(tmp_
 
     few = SweepResult(str(tmp_path), METRIC, "min", tuple(trials[:MIN_TRIALS_FOR_IMPORTANCE - 1]))
     assert parameter_importance(few) is None
+
+
+def test_a_sweep_without_a_metric_gets_a_one_line_refusal_not_a_crash(tmp_path):
+    """A W&B program's sweep may have no metric (issue 38): its report is refused, saying where the trials are."""
+    from tune_service.errors import TuneServiceError
+
+    result = SweepResult(str(tmp_path), None, None, tuple(small_sweep(tmp_path).trials))
+    with pytest.raises(TuneServiceError, match=r"has no metric .* `tune-run results DIR` lists them"):
+        write_report(result)
+    assert not (tmp_path / "report.html").exists()

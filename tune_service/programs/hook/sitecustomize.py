@@ -136,13 +136,14 @@ def _trial_run_class(run_class, trial_run):
 
 
 def _patch(wandb):
+    assert _TRIAL is not None  # the hook patches wandb only in a trial's program
     with open(_TRIAL, encoding="utf-8") as file:
         trial = json.load(file)
     reports = _Reports(_REPORTS) if _REPORTS else None
     real_init = wandb.init
     trial_run = trial.get("run") or {}
     trial_id = trial_run.get("id")
-    active = []  # the trial's run while it is open in this process
+    active: list = []  # the trial's run while it is open in this process
 
     def is_trial_init(kwargs):
         if trial_id is None or os.environ.get("WANDB_RUN_ID") != trial_id:
@@ -201,7 +202,8 @@ class _WandbFinder:
             exec_module(module)
             _patch(module)
 
-        spec.loader.exec_module = exec_and_patch
+        # the loader patched in place, for this one import (mypy refuses assigning to a method)
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
 
 
