@@ -30,7 +30,7 @@ def test_a_program_that_logs_nan_is_stopped_there_and_is_never_the_best(ray_clus
 
 def test_a_train_loop_that_reports_nan_is_stopped_there_and_is_never_the_best(ray_cluster, tmp_path):
     spec = {"method": "grid", "metric": {"name": "score", "goal": "maximize"},
-            "parameters": {"quality": {"values": [1, 2]}, "diverge": {"values": [False, True]}},
+            "parameters": {"quality": {"value": 1}, "diverge": {"values": [False, True]}},
             "scheduler": {"type": "asha", "max_t": 3, "grace_period": 1, "reduction_factor": 3},
             "resources": {"workers": 1}, "wandb": {"mode": "disabled"}}
     result = tune_service.run(spec, storage=tmp_path, name="nan-loop", task=diverging_loop, verbose=0)
