@@ -118,11 +118,6 @@ class StartPoint:
     #: checkpoint handed over from another trial.
     report: dict[str, Any] | None
 
-    @property
-    def handed_over(self) -> bool:
-        """Tune handed it over from another trial."""
-        return self.report is None
-
 
 @dataclass(frozen=True)
 class Attempt:
@@ -172,16 +167,10 @@ class SweepTrial:
             if self.ended(start.report):
                 return
         training = self.training
+        reports = TrialReports(self.metric, name)  # one per trial: its first report is checked, a full disk said once
         while True:
             try:
-                self.attempt(
-                    Attempt(
-                        self.trial_config(hparams, training, trial_dir),
-                        start,
-                        TrialReports(self.metric, name),
-                        trial_dir,
-                    )
-                )
+                self.attempt(Attempt(self.trial_config(hparams, training, trial_dir), start, reports, trial_dir))
                 return
             except Exception as error:
                 out_of_memory = out_of_memory_cause(error)
