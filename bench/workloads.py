@@ -175,3 +175,72 @@ def digits_trial(config: dict[str, Any], seed: int = 0, checkpointing: bool = Fa
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
         else:
             tune.report(metrics)
+
+
+# ---------------------------------------------------------------------------- image models of GPU sizes
+
+
+def small_cnn():
+    """A small CIFAR-sized CNN: three conv blocks of 64, 128 and 256 channels with BatchNorm, a linear head."""
+    from torch import nn
+
+    def block(cin, cout):
+        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                nn.MaxPool2d(2)]
+
+    return nn.Sequential(*block(3, 64), *block(64, 128), *block(128, 256),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10))
+
+
+def resnet18():
+    """ResNet-18 for 32x32 images (the CIFAR form: a 3x3 stem, no max-pool; 11.2 M parameters)."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.shortcut = nn.Sequential()
+            if stride != 1 or cin != cout:
+                self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = self.bn1(self.conv1(x)).relu()
+            return (self.bn2(self.conv2(out)) + self.shortcut(x)).relu()
+
+    layers, cin = [], 64
+    for cout, stride in ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)):
+        layers.append(Block(cin, cout, stride))
+        cin = cout
+    return nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), *layers,
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+
+
+class SyntheticImages(Digits):
+    """Random 3x32x32 images in 10 classes (fixed by a seed): ``model`` ``small_cnn`` or ``resnet18``,
+    ``images`` training images (a quarter as many to validate); the shared loop's hyperparameters."""
+
+    name = "synthetic_images"
+    data_hparams = ("images",)
+    defaults = {"model": "small_cnn", "images": 2048, "lr": 1e-3, "batch_size": 256, "optimizer": "adam",
+                "weight_decay": 0.0, "momentum": 0.9}
+
+    def datasets(self, config):
+        import torch
+        from torch.utils.data import TensorDataset
+
+        generator = torch.Generator().manual_seed(0)
+        count = int(config["images"])
+        images = torch.randn(count + count // 4, 3, 32, 32, generator=generator)
+        labels = torch.randint(0, 10, (count + count // 4,), generator=generator)
+        return TensorDataset(images[:count], labels[:count]), TensorDataset(images[count:], labels[count:])
+
+    def augment(self, inputs, targets, config):
+        return inputs, targets
+
+    def model(self, config):
+        return {"small_cnn": small_cnn, "resnet18": resnet18}[config["model"]]()

@@ -21,22 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import figure
+from bench.workloads import small_cnn
 
 NAME = "gpu_amp"
 SIZES = {False: {"steps": 50, "rounds": 3, "batch": 256}, True: {"steps": 20, "rounds": 1, "batch": 256}}
 PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-def small_cnn():
-    from torch import nn
-
-    def block(cin, cout):
-        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-                nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-                nn.MaxPool2d(2)]
-
-    return nn.Sequential(*block(3, 64), *block(64, 128), *block(128, 256),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10))
 
 
 class Stepper:

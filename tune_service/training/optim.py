@@ -24,12 +24,10 @@ DEFAULT_ARGUMENTS = {"sgd": {"momentum": 0.9}}
 ONE_CYCLE_WARMUP_SHARE, ONE_CYCLE_START_DIV, ONE_CYCLE_END_DIV = 0.3, 25.0, 1e4
 
 
-def make_optimizer(
-    parameters: Iterable[torch.nn.Parameter], hparams: Mapping[str, Any], lr: float
-) -> torch.optim.Optimizer:
-    """The optimizer ``hparams["optimizer"]`` names (``adam`` when absent) at learning rate ``lr``, with
-    every one of its constructor's arguments that ``hparams`` holds (a list where torch wants a tuple,
-    such as ``betas``, is converted).
+def optimizer_settings(hparams: Mapping[str, Any]) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The optimizer class ``hparams["optimizer"]`` names (``adam`` when absent) and the constructor
+    arguments ``hparams`` gives it (a list where torch wants a tuple, such as ``betas``, is converted),
+    over this module's defaults (:data:`DEFAULT_ARGUMENTS`).
 
     Raises:
         ValueError: the name is no optimizer the loop can step.
@@ -41,6 +39,18 @@ def make_optimizer(
         if key in hparams:
             value = hparams[key]
             arguments[key] = tuple(value) if isinstance(value, list) else value
+    return cls, arguments
+
+
+def make_optimizer(
+    parameters: Iterable[torch.nn.Parameter], hparams: Mapping[str, Any], lr: float
+) -> torch.optim.Optimizer:
+    """The optimizer of :func:`optimizer_settings` at learning rate ``lr``.
+
+    Raises:
+        ValueError: the name is no optimizer the loop can step.
+    """
+    cls, arguments = optimizer_settings(hparams)
     build: Callable[..., torch.optim.Optimizer] = cls  # each optimizer takes lr (their base class does not)
     return build(parameters, lr=lr, **arguments)
 
