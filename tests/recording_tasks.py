@@ -356,3 +356,20 @@ class DiskFillingDigits(Digits):
         elif dist.get_rank() == 0 and config["disk"] == "free":
             ballast.unlink()
         return super().model(config)
+
+
+class GpuMemoryGrabbingDigits(Digits):
+    """Each training step holds ``grab`` x the GPU's whole memory for its duration (0: nothing): a packed
+    trial that asks for more than its share of the GPU."""
+
+    defaults = {**Digits.defaults, "grab": 0.0}
+
+    def training_step(self, model, batch, config):
+        grab = float(config["grab"])
+        held = None
+        if grab > 0:
+            total = torch.cuda.get_device_properties(batch[0].device).total_memory
+            held = torch.empty(int(grab * total), dtype=torch.uint8, device=batch[0].device)
+        loss = super().training_step(model, batch, config)
+        del held
+        return loss

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The checks that need a CUDA GPU, in one run of a few minutes: what the machine is, the tests marked
-# `gpu`, whether two NCCL ranks fit on one GPU, and the GPU benchmarks (gpu_amp, gpu_warm_gangs; --quick:
-# the small gpu_warm_gangs, about 3 minutes instead of 6).
+# The checks that need a CUDA GPU, in one run of at most 10 minutes: what the machine is, the benchmarks of
+# many trials on one GPU (fused_bundles: one at a time, packed, fused; gpu_packing: the quickstart packed
+# and with gpus_per_worker auto), the tests marked `gpu`, and (without --quick) gpu_amp, gpu_warm_gangs and
+# whether two NCCL ranks fit on one GPU.
 # Each step's output goes to OUT_DIR (logs and the benchmarks' result files), each step under a time
 # limit so one that hangs leaves the others their time.
 #
@@ -22,12 +23,17 @@ step() {  # step NAME SECONDS COMMAND...: run it, its output to the screen and O
     echo "== $name: exit ${PIPESTATUS[0]} after $((SECONDS - started)) s" | tee -a "$out/$name.txt"
 }
 
-step environment 60 bash -c 'nvidia-smi; python3 -c "
+step environment 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c "
 import torch, ray
 print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"nccl\", torch.cuda.nccl.version(),
       \"gpus\", torch.cuda.device_count(), torch.cuda.get_device_name(0), \"ray\", ray.__version__)"'
-step gpu_tests 240 bash -c "python3 -m pytest -q -m gpu -p no:cacheprovider tests/training tests/integration/test_gangs.py;
-                             python3 -m pytest -q -p no:cacheprovider tests/unit/test_torch_internals.py"
+step fused_bundles 210 python3 bench/run.py fused_bundles $quick
+step gpu_packing 150 python3 bench/run.py gpu_packing $quick
+step gpu_tests 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/integration/test_packing.py \
+    tests/training/test_fused.py $([ -n "$quick" ] || echo tests/training tests/integration/test_gangs.py)
+results=bench/results${quick:+/quick}
+cp "$results/fused_bundles.json" "$results/gpu_packing.json" "$out/" 2>/dev/null
+[ -n "$quick" ] && exit 0
 probe=$(mktemp --suffix=.py)  # a file: the ranks are spawned, and spawn re-imports the main module
 cat > "$probe" <<'PY'
 import os, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -47,6 +53,6 @@ if __name__ == "__main__":
 PY
 step two_nccl_ranks_on_one_gpu 60 python3 "$probe"
 step gpu_amp 180 python3 bench/run.py gpu_amp
-step gpu_warm_gangs "$([ -n "$quick" ] && echo 240 || echo 480)" python3 bench/run.py gpu_warm_gangs $quick
-cp bench/results/gpu_amp.json "bench/results${quick:+/quick}/gpu_warm_gangs.json" "$out/"
+step gpu_warm_gangs 480 python3 bench/run.py gpu_warm_gangs
+cp bench/results/gpu_amp.json bench/results/gpu_warm_gangs.json "$out/"
 exit 0

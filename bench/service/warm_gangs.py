@@ -48,6 +48,7 @@ def quickstart(gangs: str, run_cap: int, settings: tuple[str, ...] = (), wandb_m
         wall_s = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"quickstart ({gangs}) exited {done.returncode}:\n{done.stdout[-3000:]}")
+        summary = json.loads(Path(storage, "sweep", "summary.json").read_text())
         trials = []
         for path in glob.glob(os.path.join(storage, "sweep", "trial_*", "result.json")):
             rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
@@ -56,7 +57,8 @@ def quickstart(gangs: str, run_cap: int, settings: tuple[str, ...] = (), wandb_m
     trials.sort(key=lambda t: t["started"])
     print(f"      {gangs}: {wall_s:.1f} s; each trial's start (s): "
           + ", ".join(f"{t['startup_s']:.2f}" for t in trials), flush=True)
-    return {"wall_s": wall_s, "trials": trials, "output_lines": len(done.stdout.splitlines())}
+    packing = summary.get("packing", {}).get("reason")  # what gpus_per_worker: auto chose
+    return {"wall_s": wall_s, "trials": trials, "output_lines": len(done.stdout.splitlines()), "packing": packing}
 
 
 def side_by_side(size: dict[str, Any], settings: tuple[str, ...] = (), wandb_mode: str = "offline", *,

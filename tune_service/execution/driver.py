@@ -127,6 +127,7 @@ def build_tuner(
         metric=spec.metric.name,
         secrets=fingerprints,
         cpus_per_rank=spec.resources.cpus_per_worker,
+        gpus_per_rank=spec.resources.gpus_per_worker,
     )
     template: SweepTrial
     if plan.runs_program or plan.warm_gangs:
@@ -307,7 +308,8 @@ def _execute(
     state_keeper = last_good.LastGoodState(experiment_dir)
     progress = budget = timer = None
     try:
-        plan = plan.on(from_ray())
+        cluster = from_ray()
+        plan = plan.packed(cluster).on(cluster)  # gpus_per_worker: auto measured, then the concurrency
         if not restore:  # the plan holds: from here on the experiment directory exists
             lock.acquire()
             _write_sweep_file(experiment_dir, spec, task)
@@ -401,6 +403,8 @@ def _execute(
                     results.TIME_LIMIT_KEY: f"the sweep ran its limit of {spec.limits.sweep_s:g} s (limits.sweep_s)",
                 },
             )
+        if plan.packing is not None:  # what gpus_per_worker: auto chose, and from what
+            outcome = replace(outcome, extra={**outcome.extra, "packing": plan.packing.as_dict()})
         if tracker is not None:
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:

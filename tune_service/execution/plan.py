@@ -13,14 +13,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from tune_service.errors import Problem, SpecError
+from tune_service.execution import packing
+from tune_service.execution.packing import Packing, without_gpu
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
 from tune_service.search.schedule import Schedule, expected_schedule
 from tune_service.spec import SweepSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import resolve_mode
-from tune_service.tasks import ResolvedTask, Task, resolve_task
+from tune_service.tasks import ResolvedTask, SealedTask, Task, resolve_task
 from tune_service.tasks.spec_check import check_spec_against_task
+from tune_service.training.trial_config import TrialConfig
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class SweepPlan:
     searcher: Any
     cluster: ClusterResources | None = None
     max_concurrent: int | None = None
+    #: What ``gpus_per_worker: auto`` chose (:func:`tune_service.execution.packing.packed`); None before,
+    #: or where the spec gives a number.
+    packing: Packing | None = None
 
     def on(self, cluster: ClusterResources) -> "SweepPlan":
         """This plan on ``cluster``: how many trials run at once.
@@ -42,8 +48,44 @@ class SweepPlan:
         Raises:
             CapacityError: one trial does not fit the cluster.
         """
-        concurrent = min(max_concurrent_trials(self.spec.resources, cluster), self.num_trials)
-        return replace(self, cluster=cluster, max_concurrent=concurrent)
+        plan = self
+        if self.spec.resources.gpus_auto and self.packing is None and cluster.gpus < 1:
+            plan = plan.packed_as(without_gpu())  # nothing to measure: CPU trials
+        concurrent = min(max_concurrent_trials(plan.spec.resources, cluster), plan.num_trials)
+        return replace(plan, cluster=cluster, max_concurrent=concurrent)
+
+    def packed(self, cluster: ClusterResources) -> "SweepPlan":
+        """This plan with ``gpus_per_worker`` measured and chosen where the spec says ``auto``
+        (:mod:`tune_service.execution.packing`: a probe of the first trial on one of ``cluster``'s GPUs);
+        this plan otherwise."""
+        if not self.spec.resources.gpus_auto or self.packing is not None:
+            return self
+        if cluster.gpus < 1:
+            return self.packed_as(without_gpu())
+        return self.packed_as(packing.measure(self.first_trial(), self.spec.resources, cluster))
+
+    def first_trial(self) -> TrialConfig:
+        """The sweep's first trial as its ranks would get it: the first suggestion of a copy of the plan's
+        searcher over the task's defaults, trained by steps (the probe stops it), no checkpoints."""
+        import copy
+
+        suggested = copy.deepcopy(self.searcher).suggest("gpus-auto-probe") or {}
+        defaults = self.task.task.defaults if self.task.task is not None else {}
+        spec = self.spec
+        return TrialConfig(
+            SealedTask.of(self.task),
+            {**defaults, **suggested},
+            epochs=None,
+            max_steps=10**9,
+            seed=spec.seed,
+            settings=replace(spec.training, checkpoint_every=0),
+            cpus_per_rank=spec.resources.cpus_per_worker,
+        )
+
+    def packed_as(self, packing: Packing) -> "SweepPlan":
+        """This plan with ``gpus_per_worker`` as ``packing`` chose it (``gpus_per_worker: auto``)."""
+        resources = replace(self.spec.resources, gpus_per_worker=packing.gpus_per_worker)
+        return replace(self, spec=replace(self.spec, resources=resources), packing=packing)
 
     @property
     def warm_gangs(self) -> bool:
@@ -74,6 +116,15 @@ class SweepPlan:
     def rungs(self) -> tuple[int, ...]:
         """The epochs (or steps) at which the scheduler may stop trials, smallest first; empty for FIFO."""
         return self.schedule.rung_epochs
+
+    def _describe_packing(self) -> list[str]:
+        if not self.spec.resources.gpus_auto:
+            return []
+        if self.packing is None:
+            return [
+                "gpus auto    trials per GPU measured on the first trial when the sweep starts (1 GPU each till then)"
+            ]
+        return [self.packing.describe()]
 
     def describe(self) -> str:
         """The plan as text: parameters, trials, schedule, resources, concurrency."""
@@ -126,6 +177,7 @@ class SweepPlan:
                 if self.runs_program and "resources" not in s.source
                 else ""
             ),
+            *self._describe_packing(),
             f"cluster      {self.cluster.describe()}",
             *([] if self.runs_program else [f"training     {_describe_training(s.training)}"]),
             f"concurrency  {self.max_concurrent} trial(s) at once",
@@ -139,7 +191,8 @@ class SweepPlan:
         return "\n".join(lines)
 
     def headline(self) -> list[str]:
-        """The plan in two lines, for the head of a run's output (``describe`` has it all)."""
+        """The plan in two lines (three with ``gpus_per_worker: auto``), for the head of a run's output
+        (``describe`` has it all)."""
         s, r = self.spec, self.spec.resources
         method = _method_named(s.method)
         open_ended = s.scheduler.open_ended
@@ -167,6 +220,7 @@ class SweepPlan:
                 if self.runs_program
                 else "; a fresh Ray Train run per trial"
             ),
+            *([self.packing.describe()] if self.packing is not None else []),  # gpus_per_worker: auto
         ]
 
     def _describe_task(self) -> list[str]:

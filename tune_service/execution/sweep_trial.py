@@ -150,6 +150,8 @@ class SweepTrial:
     secrets: Any = None
     #: CPUs each rank is given (its loaders are sized from them).
     cpus_per_rank: float = 1
+    #: GPUs each rank is given (below 1: a packed trial, held to that share of the GPU's memory).
+    gpus_per_rank: float = 0
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial: start point, attempts, retry policy (see the module's docstring)."""
@@ -214,6 +216,7 @@ class SweepTrial:
             seed=self.seed,
             settings=training,
             cpus_per_rank=self.cpus_per_rank,
+            gpus_per_rank=self.gpus_per_rank,
             output_dir=trial_dir,
         )
 

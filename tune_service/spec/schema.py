@@ -105,7 +105,7 @@ TYPES: dict[str, dict] = {
     "scheduler.time_unit": _choice(TIME_UNITS),
     "resources.workers": _integer(1),
     "resources.cpus_per_worker": _number(exclusiveMinimum=0),
-    "resources.gpus_per_worker": _number(minimum=0),
+    "resources.gpus_per_worker": {"anyOf": [_number(minimum=0), {"const": AUTO}]},
     "training.precision": _choice(PRECISIONS),
     "training.batch_size_scope": _choice(BATCH_SIZE_SCOPES),
     "training.grad_accum_steps": _integer(1),
@@ -210,7 +210,9 @@ DESCRIPTIONS: dict[str, str] = {
     "resources.workers": "The number of DDP ranks of one trial (default 2; a W&B program's: 1, one process "
     "per trial as W&B's agent runs it).",
     "resources.cpus_per_worker": "CPUs reserved for each rank (may be fractional).",
-    "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; may be fractional).",
+    "resources.gpus_per_worker": "GPUs reserved for each rank (0: CPU ranks; a fraction packs that many "
+    "trials on a GPU, each held to its share of its memory; auto measures the first trial and packs as many "
+    "as fit).",
     "training.precision": "The training precision: auto (bf16 where the device supports it, fp16 with a "
     "GradScaler on older GPUs, fp32 on CPU), bf16, fp16 or fp32.",
     "training.batch_size_scope": "What the batch_size hyperparameter means: global (one optimizer step's batch "

@@ -95,11 +95,17 @@ class SchedulerSpec:
 
 @dataclass(frozen=True)
 class ResourceSpec:
-    """One trial's DDP world: ``workers`` ranks, each with these CPUs and GPUs."""
+    """One trial's DDP world: ``workers`` ranks, each with these CPUs and GPUs.
+
+    ``gpus_per_worker: auto`` in a spec is read as ``gpus_per_worker=1, gpus_auto=True``: the driver
+    measures the first trial on a GPU and packs as many trials on each GPU as fit
+    (:mod:`tune_service.execution.packing`), then sets ``gpus_per_worker`` to the share it chose."""
 
     workers: int = 2
     cpus_per_worker: float = 1
     gpus_per_worker: float = 0
+    #: ``gpus_per_worker: auto`` (not a spec key of its own).
+    gpus_auto: bool = False
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ TOP_LEVEL_KEYS = (
 METRIC_KEYS = ("name", "goal", "target")
 EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 SCHEDULER_KEYS = tuple(f.name for f in fields(SchedulerSpec))
-RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec))
+RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec) if f.name != "gpus_auto")
 TRAINING_KEYS = (
     "precision",
     "batch_size_scope",
@@ -448,11 +448,18 @@ def _resources(check: Checker, raw: Any, d: ResourceSpec) -> ResourceSpec:
         0,
         strictly=True,
     )
-    gpus = check.at_least(
-        "resources.gpus_per_worker",
-        check.number("resources.gpus_per_worker", raw.get("gpus_per_worker", d.gpus_per_worker)),
-        0,
-    )
+    given_gpus = raw.get("gpus_per_worker", d.gpus_per_worker)
+    if given_gpus == AUTO:  # one GPU until the driver has measured the first trial (execution.packing)
+        if workers != 1:
+            check.fail(
+                "resources.gpus_per_worker",
+                f"auto packs trials of one rank onto a GPU (NCCL refuses two ranks of one trial on one GPU), "
+                f"got resources.workers {workers}; give a number",
+            )
+        return ResourceSpec(
+            workers=workers, cpus_per_worker=cpus or d.cpus_per_worker, gpus_per_worker=1, gpus_auto=True
+        )
+    gpus = check.at_least("resources.gpus_per_worker", check.number("resources.gpus_per_worker", given_gpus), 0)
     return ResourceSpec(
         workers=workers, cpus_per_worker=cpus or d.cpus_per_worker, gpus_per_worker=gpus or d.gpus_per_worker
     )

@@ -41,7 +41,7 @@ from tune_service.training.distributed import (
 )
 from tune_service.spec.training import TrainingSettings
 from tune_service.training.guards import check_finite_losses
-from tune_service.training.oom import is_out_of_memory, out_of_memory_error, release_memory
+from tune_service.training.oom import hold_to_gpu_share, is_out_of_memory, out_of_memory_error, release_memory
 from tune_service.training.optim import LearningRateSchedule, make_optimizer
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.profiling import StepProfiler
@@ -351,6 +351,7 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     out_of_memory = None
     run = None
     try:
+        hold_to_gpu_share(config.gpus_per_rank, device)
         run = setup_run(config, context)
         if run.steps_done:
             log.info(

@@ -49,6 +49,18 @@ def device_memory(device: torch.device) -> str:
     return f"{device} with {total / 2**30:.1f} GiB"
 
 
+def hold_to_gpu_share(share: float, device: torch.device) -> None:
+    """Hold this process to ``share`` of the GPU's memory when it was given less than the whole GPU (a
+    packed trial's rank; ``share`` is its ``gpus_per_worker``): the caching allocator then raises an
+    out-of-memory error past the share, so the trial that overreaches fails alone (and is retried under
+    its OOM policy) instead of taking memory its neighbours on the GPU were promised. Nothing on a CPU
+    device or at a share of 1 or more."""
+    if device.type == "cuda" and 0 < share < 1:
+        import torch
+
+        torch.cuda.set_per_process_memory_fraction(share, device)
+
+
 def release_memory(device: torch.device) -> None:
     """Free what can be freed after an OOM or at the end of a trial: unreachable tensors, cuBLAS's cached
     workspaces, then the CUDA caching allocator's blocks, so the next trial on this device starts with its

@@ -24,6 +24,9 @@ class TrialConfig:
     settings: TrainingSettings = field(default_factory=TrainingSettings)
     #: CPUs each rank was given (DataLoader workers are sized from it, not from the machine).
     cpus_per_rank: float = 1
+    #: GPUs each rank was given: a share below 1 (a packed trial) holds the rank's process to that share
+    #: of the GPU's memory (:func:`~tune_service.training.oom.hold_to_gpu_share`).
+    gpus_per_rank: float = 0
     #: The trial's directory, for artifacts such as profiler traces.
     output_dir: str | None = None
     #: The Ray Train run's directory in the experiment's storage, where its checkpoints are (local or
