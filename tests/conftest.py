@@ -30,6 +30,34 @@ def forbid_ray_start(monkeypatch):
     monkeypatch.setattr(ray, "init", refuse)
 
 
+@pytest.fixture(scope="session")
+def _exit_watches():
+    """The session's :class:`driver_process.ExitWatch` es, each joined and checked at the end of the session."""
+    watches = []
+    yield watches
+    failures = []
+    for watch in watches:
+        watch.join()
+        if watch.left:
+            failures.append(f"{watch.what}: still running {watch.timeout:g} s later: {watch.left}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.fixture
+def expect_exit(request, _exit_watches):
+    """``expect_exit(processes, timeout)``: assert that ``processes`` have all ended within ``timeout`` s
+    from now (as ``assert not still_running(processes, timeout)``), checked in a thread and reported at
+    the end of the test session, naming the test. For processes that take long to end on their own and
+    need nothing from the test: the Ray agents of a driver killed with SIGKILL take 60 s (they tell the
+    killed Ray's GCS that their raylet died, with a 60 s timeout), which the test need not sit through."""
+    from driver_process import ExitWatch
+
+    def expect(processes, timeout: float) -> None:
+        _exit_watches.append(ExitWatch(list(processes), timeout, request.node.nodeid))
+
+    return expect
+
+
 @pytest.fixture(autouse=True)
 def _wandb_offline(monkeypatch):
     """Tests never talk to a wandb server."""

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,3 +83,17 @@ def still_running(processes: list[psutil.Process], timeout: float) -> list[str]:
         if not running or time.monotonic() >= deadline:
             return running
         time.sleep(0.5)
+
+
+class ExitWatch(threading.Thread):
+    """:func:`still_running` of ``processes`` with ``timeout``, in a thread started now: the same check from
+    the same moment, read later (``left``, once joined). See the ``expect_exit`` fixture."""
+
+    def __init__(self, processes: list[psutil.Process], timeout: float, what: str):
+        super().__init__(name=f"exit-watch {what}", daemon=True)
+        self.processes, self.timeout, self.what = processes, timeout, what
+        self.left: list[str] | None = None
+        self.start()
+
+    def run(self) -> None:
+        self.left = still_running(self.processes, self.timeout)
