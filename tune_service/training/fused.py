@@ -151,7 +151,7 @@ class StackedOptimizer:
     def keep(self, rows: torch.Tensor, parameters: torch.Tensor) -> None:
         """Keep the members at ``rows`` (the others left the bundle); ``parameters`` are the kept rows."""
         self.parameters = parameters
-        for name, value in vars(self).items():
+        for name, value in list(vars(self).items()):  # every per-member column and [K, N] state
             if isinstance(value, torch.Tensor) and value is not parameters and value.dim() == 2:
                 setattr(self, name, value[rows])
         kept = rows.tolist()
