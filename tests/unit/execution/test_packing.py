@@ -1,5 +1,5 @@
 """``gpus_per_worker: auto``: the spec's rules, the choice from what the probe measured, and the plan on a
-cluster without a GPU (the probe itself needs a GPU: tests/integration/test_packing.py)."""
+cluster without a GPU (the probe itself needs a GPU: tests/integration/test_packed_trials.py)."""
 
 from __future__ import annotations
 
