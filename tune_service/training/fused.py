@@ -42,6 +42,7 @@ from tune_service.tasks import Task
 from tune_service.training.batches import count_samples, move_to_device
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import RankInfo, rank_epoch_seed, seed_everything
+from tune_service.training.loop import report_metrics, validation_metrics
 from tune_service.training.oom import hold_to_gpu_share
 from tune_service.training.optim import LearningRateSchedule, optimizer_settings
 from tune_service.training.precision import Precision, choose_precision
@@ -449,13 +450,7 @@ def evaluate(run: FusedRun) -> list[dict[str, float]]:
             totals[name] = totals[name] + value.double() if name in totals else value.double()
     names = sorted(n for n in totals if n != "loss")
     stacked = torch.stack([totals["loss"], *(totals[n] for n in names)], dim=1).tolist()  # one host sync
-    return [
-        {
-            "val_loss": row[0] / max(samples, 1),
-            **{f"val_{n}": v / max(samples, 1) for n, v in zip(names, row[1:], strict=True)},
-        }
-        for row in stacked
-    ]
+    return [validation_metrics(names, [loss, samples, *metrics]) for loss, *metrics in stacked]
 
 
 def _sums_tensor(sums: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -483,19 +478,17 @@ def fit_bundle(run: FusedRun, report: Callable[[int, dict[str, Any]], bool]) -> 
         leaving = []
         for row, member in enumerate(list(run.active)):
             loss_sum, samples = train[row]
-            metrics: dict[str, Any] = {
-                **validation[row],
-                "epoch": epoch,
-                "step": run.steps_done,
-                "train_loss": loss_sum / max(samples, 1),
-                "world_size": 1,
-                "batch_per_rank": batch.micro,
-                "grad_accum_steps": batch.grad_accum_steps,
-                "global_batch": batch.global_batch,
-                "lr": lrs[row],
-                "precision": run.precision.name,
-                "epoch_time_s": time.perf_counter() - started,
-            }
+            metrics = report_metrics(
+                validation[row],
+                batch,
+                epoch=epoch,
+                step=run.steps_done,
+                train_loss=loss_sum / max(samples, 1),
+                world_size=1,
+                lr=lrs[row],
+                precision=run.precision.name,
+                started=started,
+            )
             if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
                 error = FloatingPointError(f"the training or validation loss of epoch {epoch} is not finite")
                 ends[member] = MemberEnd("diverged", error)

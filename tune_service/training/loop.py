@@ -29,7 +29,14 @@ from tune_service.tasks import Task
 from tune_service.training.checkpoint import save_checkpoint
 from tune_service.training.context import RayTrainContext, TrainContext
 from tune_service.training.batches import count_samples, move_to_device
-from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
+from tune_service.training.data import (
+    BatchPlan,
+    RankLoaders,
+    build_loaders,
+    loader_settings,
+    plan_batches,
+    steps_per_epoch_of,
+)
 from tune_service.training.distributed import (
     RankInfo,
     all_reduce_sum,
@@ -438,27 +445,52 @@ def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
     # One collective and one host sync per report, for the training and the validation sums together.
     loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums])).tolist()
     run.reset_train_totals()
-    metrics: dict[str, Any] = validation_metrics(names, val_totals)
-    batch = run.loaders.batch
     batches = _length(run.loaders.train)
     progress = (
         epoch
         if not run.epoch_batches
         else (round(run.epochs_done + run.epoch_batches / batches, 4) if batches else run.epochs_done)
     )
-    metrics.update(
+    return report_metrics(
+        validation_metrics(names, val_totals),
+        run.loaders.batch,
         epoch=progress,
         step=run.steps_done,
         train_loss=loss_sum / max(samples, 1),
         world_size=run.ranks.world_size,
-        batch_per_rank=batch.micro,
-        grad_accum_steps=batch.grad_accum_steps,
-        global_batch=batch.global_batch,
         lr=run.lr,
         precision=run.precision.name,
-        epoch_time_s=time.perf_counter() - started,
+        started=started,
     )
-    return metrics
+
+
+def report_metrics(
+    validation: dict[str, float],
+    batch: BatchPlan,
+    *,
+    epoch: float,
+    step: int,
+    train_loss: float,
+    world_size: int,
+    lr: float,
+    precision: str,
+    started: float,
+) -> dict[str, Any]:
+    """One report in the loop's form (:data:`~tune_service.tasks.base.LOOP_REPORTS` and the validation's
+    ``val_loss`` and ``val_<metric>``); ``started``: when the time since the last report began."""
+    return {
+        **validation,
+        "epoch": epoch,
+        "step": step,
+        "train_loss": train_loss,
+        "world_size": world_size,
+        "batch_per_rank": batch.micro,
+        "grad_accum_steps": batch.grad_accum_steps,
+        "global_batch": batch.global_batch,
+        "lr": lr,
+        "precision": precision,
+        "epoch_time_s": time.perf_counter() - started,
+    }
 
 
 def _due_checkpoint(run: TrainingRun, config: TrialConfig, last: bool) -> str | None:
