@@ -128,7 +128,7 @@ def run_fused(configs: list, device, bundle: int) -> float:
 
     started = time.perf_counter()
     for start in range(0, len(configs), bundle):
-        fit_bundle(setup_bundle(configs[start : start + bundle], device), lambda member, metrics: True)
+        fit_bundle(setup_bundle(configs[start : start + bundle], device), lambda member, metrics, checkpoint: True)
     synchronise(device)
     return time.perf_counter() - started
 

@@ -47,7 +47,7 @@ def bundled(trials: list[TrialConfig], stop=lambda member, metrics: True, device
     run = setup_bundle(trials, device)
     reports: dict[int, list[dict]] = {}
 
-    def report(member: int, metrics: dict) -> bool:
+    def report(member: int, metrics: dict, checkpoint) -> bool:
         reports.setdefault(member, []).append(metrics)
         return stop(member, metrics)
 
@@ -163,6 +163,27 @@ def test_a_diverging_member_ends_alone_and_is_not_reported(tmp_path):
     assert 1 not in reports  # its first epoch's losses were already NaN
     assert ends[0].reason == "finished"
     assert_same_training(reports[0], weights[0], *alone(trials[0], tmp_path))
+
+
+@pytest.mark.parametrize("optimizer, lrs", [("adamw", (3e-3, 1e-2)), ("sgd", (0.05, 0.1))])
+def test_a_members_checkpoint_resumes_the_trial_alone_as_if_it_had_trained_alone_throughout(optimizer, lrs, tmp_path):
+    settings = TrainingSettings(warmup_epochs=1, schedule=ScheduleSettings(name="cosine"))
+    trials = [config(settings=settings, optimizer=optimizer, lr=lr, weight_decay=0.01) for lr in lrs]
+    written = {}
+
+    def report(member, metrics, checkpoint):
+        written.setdefault(member, []).append(checkpoint.name)
+        return metrics["epoch"] < 2  # both stop after epoch 2, as a scheduler would: each leaves its checkpoint
+
+    fit_bundle(setup_bundle(trials), report, checkpoints=lambda member: tmp_path / str(member) / "checkpoints")
+    assert written == {0: ["epoch_0001", "epoch_0002"], 1: ["epoch_0001", "epoch_0002"]}
+    for member, trial in enumerate(trials):
+        resumed = LocalContext(output_dir=tmp_path / str(member))
+        fit(trial, resumed)  # the shared loop, alone, from the member's epoch-2 checkpoint: it trains epoch 3
+        assert [r["epoch"] for r in resumed.reports] == [3]
+        reports, weights = alone(trial, tmp_path / f"alone{member}")
+        resumed_weights = load_state(resumed.checkpoints[-1])["model"]
+        assert_same_training(resumed.reports, resumed_weights, reports[2:], weights)
 
 
 class BranchingDigits(Digits):

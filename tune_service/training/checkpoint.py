@@ -42,8 +42,6 @@ def save_checkpoint(
     the optimizer steps taken so far (where the lr schedule resumes), ``scheduler`` the state of a task's
     own lr scheduler.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -54,8 +52,16 @@ def save_checkpoint(
         "scheduler": dict(scheduler) if scheduler is not None else None,
         "meta": dict(meta),
     }
+    return write_state(directory, state)
+
+
+def write_state(directory: str | os.PathLike, state: Mapping[str, Any]) -> Path:
+    """Write a checkpoint's ``state`` (the form :func:`save_checkpoint` gives it) into ``directory``,
+    whole or not at all."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{STATE_FILE}.tmp"
-    torch.save(state, tmp)
+    torch.save(dict(state), tmp)
     os.replace(tmp, directory / STATE_FILE)  # never a half-written state.pt
     return directory
 

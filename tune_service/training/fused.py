@@ -30,7 +30,8 @@ import math
 import time
 import types
 import warnings
-from dataclasses import dataclass, field
+from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence, cast
 
 import torch
@@ -40,11 +41,12 @@ from torch.func import functional_call, stack_module_state, vmap
 from tune_service.spec.training import TrainingSettings
 from tune_service.tasks import Task
 from tune_service.training.batches import count_samples, move_to_device
+from tune_service.training.checkpoint import write_state
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import RankInfo, rank_epoch_seed, seed_everything
 from tune_service.training.loop import report_metrics, validation_metrics
 from tune_service.training.oom import hold_to_gpu_share
-from tune_service.training.optim import LearningRateSchedule, optimizer_settings
+from tune_service.training.optim import LearningRateSchedule, make_optimizer, optimizer_settings
 from tune_service.training.precision import Precision, choose_precision
 from tune_service.training.trial_config import TrialConfig
 
@@ -158,6 +160,22 @@ class StackedOptimizer:
         kept = rows.tolist()
         self.peak_lr_values = [self.peak_lr_values[row] for row in kept]
 
+    def member_state(self, views: Callable[[torch.Tensor], list[torch.Tensor]]) -> dict[int, dict[str, Any]]:
+        """One member's optimizer state in its torch optimizer's form (``state_dict()["state"]``), per
+        parameter index; ``views`` cuts the member's row of a ``[K, N]`` state into its parameters."""
+        if self.name == "sgd":
+            buffers: list[Any] = (
+                views(self.momentum_buffer)
+                if self.momentum_buffer is not None
+                else [None] * len(views(self.parameters))
+            )
+            return {i: {"momentum_buffer": b.clone() if b is not None else None} for i, b in enumerate(buffers)}
+        step = torch.tensor(float(self.steps))  # torch keeps Adam's step as a float tensor
+        return {
+            i: {"step": step.clone(), "exp_avg": avg.clone(), "exp_avg_sq": sq.clone()}
+            for i, (avg, sq) in enumerate(zip(views(self.exp_avg), views(self.exp_avg_sq), strict=True))
+        }
+
     @torch.no_grad()
     def step(self, grad: torch.Tensor) -> None:
         param = self.parameters
@@ -234,13 +252,23 @@ class FusedModels:
 
     def _make_views(self) -> None:
         self.parameters: dict[str, torch.Tensor] = {}
-        start = 0
-        for name, shape in self.shapes.items():
-            size = math.prod(shape)
+        for name, (start, size, shape) in self.layout().items():
             leaf = self.data[:, start : start + size].view(self.members, *shape).requires_grad_()
             leaf.grad = self.grad[:, start : start + size].view(self.members, *shape)
             self.parameters[name] = leaf
-            start += size
+
+    def layout(self) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+        """Where each parameter lies in a row: its start, size and shape, in the model's order."""
+        layout, start = {}, 0
+        for name, shape in self.shapes.items():
+            layout[name] = (start, math.prod(shape), shape)
+            start += math.prod(shape)
+        return layout
+
+    def row_views(self, flat: torch.Tensor, row: int) -> list[torch.Tensor]:
+        """Row ``row`` of a ``[K, N]`` tensor laid out as the parameters (the data, or an optimizer's
+        state), as one tensor per parameter in the model's order."""
+        return [flat[row, start : start + size].view(shape) for start, size, shape in self.layout().values()]
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep the members at ``rows``, in that order."""
@@ -289,10 +317,44 @@ class FusedRun:
     device: torch.device
     schedule: LearningRateSchedule
     clip_grad_norm: float
+    #: Each member's optimizer ``param_groups`` as its own torch optimizer gives them (what its checkpoint
+    #: holds beside the state), by its index in the bundle as it was built.
+    param_groups: list[list[dict[str, Any]]] = field(default_factory=list)
     #: The members still training, by their index in the bundle as it was built.
     active: list[int] = field(default_factory=list)
     epochs_done: int = 0
     steps_done: int = 0
+
+    def member_checkpoint(self, member: int) -> dict[str, Any]:
+        """The checkpoint state of ``member`` (still in the bundle) as the shared loop writes a trial's: the
+        same trial run alone resumes from it (``fit``), and so does a member of a new bundle."""
+        row = self.active.index(member)
+        config = self.configs[member]
+        optimizer = self.optimizer
+        groups = []
+        for group in self.param_groups[member]:
+            peak = optimizer.peak_lr_values[row]
+            scheduled = {} if self.schedule.constant else {"initial_lr": peak}  # as LearningRateSchedule.apply
+            groups.append({**group, **scheduled, "lr": peak * optimizer.factor})
+        return {
+            "model": self.models.member_state(row),
+            "optimizer": {
+                "state": optimizer.member_state(lambda flat: self.models.row_views(flat, row)),
+                "param_groups": groups,
+            },
+            "scaler": self.precision.scaler().state_dict(),  # empty: a bundle runs fp32 or bf16
+            "epoch": self.epochs_done,
+            "epoch_batches": 0,
+            "step": self.steps_done,
+            "scheduler": None,
+            "meta": {
+                "task": config.task.reference,
+                "hparams": dict(config.hparams),
+                "precision": self.precision.name,
+                "world_size": 1,
+                "batch": asdict(self.loaders.batch),
+            },
+        }
 
     @property
     def hparams(self) -> Mapping[str, Any]:
@@ -341,12 +403,15 @@ def setup_bundle(configs: Sequence[TrialConfig], device: torch.device | str = "c
     loaders = build_loaders(train_set, val_set, batch, ranks, first.seed, loading, task.collate)
     steps = steps_per_epoch_of(train_set, batch, 1, loading.num_workers) or 1
 
-    models = []
+    scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
+    models, param_groups = [], []
     for config in configs:
         seed_everything(config.seed)  # each member's initial weights are those it would have alone
-        models.append(task.model(dict(config.hparams)).to(device))
+        model = task.model(dict(config.hparams)).to(device)
+        models.append(model)
+        lr = float(config.hparams["lr"]) * scale
+        param_groups.append(make_optimizer(model.parameters(), config.hparams, lr).state_dict()["param_groups"])
     fused = FusedModels(models)
-    scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
     name, arguments = _member_arguments([c.hparams for c in configs], scale)
     optimizer = StackedOptimizer(name, arguments, fused.data)
     warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
@@ -362,6 +427,7 @@ def setup_bundle(configs: Sequence[TrialConfig], device: torch.device | str = "c
         device,
         schedule,
         settings.clip_grad_norm,
+        param_groups=param_groups,
         active=list(range(len(configs))),
     )
     _probe(run)
@@ -458,16 +524,27 @@ def _sums_tensor(sums: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     return {name: torch.as_tensor(value, dtype=torch.float64) for name, value in sums.items()}
 
 
-def fit_bundle(run: FusedRun, report: Callable[[int, dict[str, Any]], bool]) -> dict[int, MemberEnd]:
+#: What a bundle's report callback is called with: the member, its metrics, its checkpoint (or None).
+BundleReport = Callable[[int, dict[str, Any], "Path | None"], bool]
+
+
+def fit_bundle(
+    run: FusedRun, report: BundleReport, checkpoints: Callable[[int], Path] | None = None
+) -> dict[int, MemberEnd]:
     """Train the bundle ``run`` (from :func:`setup_bundle`) to its last epoch, reporting each member's
-    metrics every epoch through ``report(member, metrics)``, in the shared loop's form. A member whose
-    ``report`` returns False (its scheduler stopped it) leaves the bundle, and so does one whose losses
-    are not finite (it is not reported); the others train on. Returns how each member ended, by its
-    index in the bundle's configs.
+    metrics every epoch through ``report(member, metrics, checkpoint)``, in the shared loop's form. A
+    member whose ``report`` returns False (its scheduler stopped it) leaves the bundle, and so does one
+    whose losses are not finite (it is not reported); the others train on. Returns how each member
+    ended, by its index in the bundle's configs.
+
+    With ``checkpoints`` (a member's checkpoint directory, by member), each member's checkpoint is written
+    as the loop writes a trial's, at the epochs ``training.checkpoint_every`` says and the last, into
+    ``checkpoints(member) / epoch_NNNN``, and handed to ``report`` with that epoch's metrics.
     """
     ends: dict[int, MemberEnd] = {}
     batch, first = run.loaders.batch, run.configs[0]
-    for epoch in range(run.epochs_done + 1, int(first.epochs or 0) + 1):
+    last_epoch, every = int(first.epochs or 0), first.settings.checkpoint_every
+    for epoch in range(run.epochs_done + 1, last_epoch + 1):
         if not run.active:
             break
         seed_everything(rank_epoch_seed(first.seed, 0, epoch))  # dropout, augmentation: as the loop draws
@@ -493,7 +570,11 @@ def fit_bundle(run: FusedRun, report: Callable[[int, dict[str, Any]], bool]) -> 
                 error = FloatingPointError(f"the training or validation loss of epoch {epoch} is not finite")
                 ends[member] = MemberEnd("diverged", error)
                 leaving.append(member)
-            elif not report(member, metrics):
+                continue
+            checkpoint = None
+            if checkpoints is not None and every > 0 and (epoch == last_epoch or epoch % every == 0):
+                checkpoint = write_state(checkpoints(member) / f"epoch_{epoch:04d}", run.member_checkpoint(member))
+            if not report(member, metrics, checkpoint):
                 ends[member] = MemberEnd("stopped")
                 leaving.append(member)
         if leaving:
