@@ -327,6 +327,17 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
                 )
             ]
         )
+    if spec.resources.gpus_auto and resolved.task is None:
+        what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"
+        raise SpecError(
+            [
+                Problem(
+                    "resources.gpus_per_worker",
+                    f"auto measures a Task's first trial with the shared loop; this sweep runs {what}: give "
+                    f"the GPU share as a number (0.25: four trials per GPU)",
+                )
+            ]
+        )
     return plan
 
 

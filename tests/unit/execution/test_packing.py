@@ -81,3 +81,12 @@ def test_the_probe_times_the_first_trial_alone_then_beside_another():
     runs, footprint, memory = run_probe(plan.first_trial(), [1, 2], device_type="cpu", steps=(2, 3))
     assert [run.trials for run in runs] == [1, 2] and all(0 < run.step_s < 5 for run in runs)
     assert (footprint, memory) == (0, 0)  # no GPU memory to measure on a CPU
+
+
+def test_auto_for_a_program_is_refused_naming_the_rule():
+    spec = load_spec({"program": "train.py", "method": "random", "run_cap": 1, "metric": {"name": "loss"},
+                      "parameters": {"lr": {"values": [0.1]}},
+                      "resources": {"workers": 1, "gpus_per_worker": "auto"}})
+    with pytest.raises(SpecError, match=r"resources.gpus_per_worker: auto measures a Task's first trial with the "
+                                        r"shared loop; this sweep runs a W&B program"):
+        make_plan(spec, ClusterResources(2, 0, 2, 0))
