@@ -11,12 +11,15 @@ kernels round bf16 products differently, and the differences compound over the e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
 from general_tasks import resolved
 from tune_service.spec.training import ScheduleSettings, TrainingSettings
+from tune_service.tasks import resolve_task
 from tune_service.tasks.digits import Digits
 from tune_service.training import LocalContext, fit, load_state
 from tune_service.training.fused import NotFusable, bundle_key, fit_bundle, setup_bundle
@@ -236,3 +239,36 @@ def test_a_model_whose_parameters_differ_in_dtype_is_refused():
 
     with pytest.raises(NotFusable, match="one dtype"):
         setup_bundle([config(Mixed(), lr=0.1)])
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    "folder, reference, override",
+    [
+        # SGD: its convolutions' biases sit before BatchNorm, where AdamW turns rounding noise into steps
+        # (see MEMBER_SETS), alone or fused
+        ("cnn_digits", "cnn_digits.task:DigitsCNN", {"optimizer": "sgd"}),
+        ("diabetes_regression", "diabetes_regression.task:DiabetesRegression", {}),
+        ("sequence_transformer", "sequence_transformer.task:SequenceTransformer", {}),
+    ],
+)
+def test_the_examples_tasks_fuse_and_train_as_alone(folder, reference, override, monkeypatch, tmp_path):
+    """The README's examples (a CNN with its own layout, a regression with its own metrics, a transformer
+    with its own training and validation steps), dropout off: with it on, a member's draws are its own
+    (vmap's randomness="different"), not those of the run alone."""
+    monkeypatch.syspath_prepend(str(EXAMPLES / folder))
+    task = resolve_task(reference)
+    defaults = {**task.task.defaults, **({"dropout": 0.0} if "dropout" in task.task.defaults else {}), **override}
+    trials = [
+        TrialConfig(task, {**defaults, "lr": float(defaults["lr"]) * factor}, epochs=1, seed=0)
+        for factor in (1.0, 0.5)
+    ]
+    reports, _, _ = bundled(trials)
+    for member, trial in enumerate(trials):
+        theirs, _ = alone(trial, tmp_path / str(member))
+        ours = reports[member][0]
+        assert {k for k in ours if k.startswith("val_")} == {k for k in theirs[0] if k.startswith("val_")}
+        for key in (k for k in ours if k.startswith("val_") or k == "train_loss"):
+            assert ours[key] == pytest.approx(theirs[0][key], rel=1e-5, abs=1e-6), key
