@@ -13,8 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from tune_service.errors import Problem, SpecError
-from tune_service.execution import packing
-from tune_service.execution.packing import Packing, without_gpu
+from tune_service.execution.packing import Packing, measure, without_gpu
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
 from tune_service.search.schedule import Schedule, expected_schedule
@@ -38,8 +37,8 @@ class SweepPlan:
     searcher: Any
     cluster: ClusterResources | None = None
     max_concurrent: int | None = None
-    #: What ``gpus_per_worker: auto`` chose (:func:`tune_service.execution.packing.packed`); None before,
-    #: or where the spec gives a number.
+    #: What ``gpus_per_worker: auto`` chose (:meth:`packed`, or :meth:`on` on a cluster without a GPU);
+    #: None before, or where the spec gives a number.
     packing: Packing | None = None
 
     def on(self, cluster: ClusterResources) -> "SweepPlan":
@@ -58,11 +57,9 @@ class SweepPlan:
         """This plan with ``gpus_per_worker`` measured and chosen where the spec says ``auto``
         (:mod:`tune_service.execution.packing`: a probe of the first trial on one of ``cluster``'s GPUs);
         this plan otherwise."""
-        if not self.spec.resources.gpus_auto or self.packing is not None:
-            return self
-        if cluster.gpus < 1:
-            return self.packed_as(without_gpu())
-        return self.packed_as(packing.measure(self.first_trial(), self.spec.resources, cluster))
+        if not self.spec.resources.gpus_auto or self.packing is not None or cluster.gpus < 1:
+            return self  # nothing to measure (on a cluster without a GPU, :meth:`on` says CPU trials)
+        return self.packed_as(measure(self.first_trial(), self.spec.resources, cluster))
 
     def first_trial(self) -> TrialConfig:
         """The sweep's first trial as its ranks would get it: the first suggestion of a copy of the plan's
