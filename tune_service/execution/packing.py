@@ -127,12 +127,12 @@ def run_probe(
 
     import torch.multiprocessing as mp
 
-    context = mp.get_context("spawn")
+    spawn = mp.get_context("spawn")
     most = max(counts)
-    go = [context.Event() for _ in range(most)]
-    ready, results = context.Queue(), context.Queue()
+    go = [spawn.Event() for _ in range(most)]
+    ready, results = spawn.Queue(), spawn.Queue()
     processes = [
-        context.Process(target=_probe_process, args=(config, device_type, steps, go[i], ready, results))
+        spawn.Process(target=_probe_process, args=(config, device_type, steps, go[i], ready, results))
         for i in range(most)
     ]
     for process in processes:
