@@ -107,6 +107,11 @@ class ResourceSpec:
     #: ``gpus_per_worker: auto`` (not a spec key of its own).
     gpus_auto: bool = False
 
+    def as_spec(self) -> dict[str, Any]:
+        """The ``resources`` block as a spec says it (``gpus_per_worker: auto`` where it was auto)."""
+        gpus: float | str = "auto" if self.gpus_auto else self.gpus_per_worker
+        return {"workers": self.workers, "cpus_per_worker": self.cpus_per_worker, "gpus_per_worker": gpus}
+
 
 @dataclass(frozen=True)
 class FailureSpec:

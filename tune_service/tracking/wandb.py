@@ -302,7 +302,7 @@ def create_tracker(
     if mode == "disabled":
         return None
     settings = replace(spec.wandb, project=spec.wandb.project or spec.name, group=spec.wandb.group or experiment)
-    trial_config = {"resources": asdict(spec.resources), "training": asdict(spec.training)}
+    trial_config = {"resources": spec.resources.as_spec(), "training": asdict(spec.training)}
     return WandbTracker(
         settings,
         mode,
