@@ -40,6 +40,7 @@ BENCHMARKS = {
     "search_efficiency": "bench.search.search_efficiency",
     "known_optimum": "bench.search.known_optimum",
     "fused_bundles": "bench.training.fused_bundles",
+    "bundled_sweep": "bench.service.bundled_sweep",
     "gpu_amp": "bench.gpu.gpu_amp",
     "gpu_warm_gangs": "bench.gpu.gpu_warm_gangs",
     "gpu_packing": "bench.gpu.gpu_packing",

@@ -3,6 +3,8 @@ once per test session and shut down at its end, so no Ray process outlives the t
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -86,18 +88,32 @@ def pytest_collection_modifyitems(config, items):
 _RAY_PROCESS_MARKS = ("ray::", "raylet", "gcs_server", "dashboard/agent.py", "runtime_env/agent", "default_worker.py")
 
 
+#: Set in this test session's environment, so inherited by every process it starts (Ray's GCS, raylet and
+#: workers, a ``ray start`` node, a ``tune-run`` child): a session counts only its own Ray processes, and two
+#: sessions (pytest-xdist's workers) can share the machine.
+_SESSION_VARIABLE = "TUNE_SERVICE_TEST_SESSION"
+
+
 def _ray_processes() -> set[int]:
+    """This session's Ray processes that are running now."""
     import psutil
 
+    session = os.environ[_SESSION_VARIABLE]
     found = set()
     for proc in psutil.process_iter(["name", "cmdline"]):
         text = " ".join([proc.info["name"] or "", *(proc.info["cmdline"] or ())])
-        if any(mark in text for mark in _RAY_PROCESS_MARKS):
-            found.add(proc.pid)
+        if not any(mark in text for mark in _RAY_PROCESS_MARKS):
+            continue
+        try:
+            if proc.environ().get(_SESSION_VARIABLE) == session:
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
     return found
 
 
 def pytest_sessionstart(session):
+    os.environ[_SESSION_VARIABLE] = f"{os.getpid()}"
     session.config._ray_processes_before = _ray_processes()
 
 

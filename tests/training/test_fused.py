@@ -162,7 +162,7 @@ def test_a_stopped_member_leaves_and_the_others_train_on_unchanged(tmp_path):
 def test_a_diverging_member_ends_alone_and_is_not_reported(tmp_path):
     trials = [config(optimizer="sgd", lr=0.05), config(optimizer="sgd", lr=1e12, momentum=0.99)]
     reports, ends, weights = bundled(trials)
-    assert ends[1].reason == "diverged" and "not finite" in str(ends[1].error)
+    assert ends[1].reason == "diverged" and "non-finite loss at epoch 1" in str(ends[1].error)
     assert 1 not in reports  # its first epoch's losses were already NaN
     assert ends[0].reason == "finished"
     assert_same_training(reports[0], weights[0], *alone(trials[0], tmp_path))

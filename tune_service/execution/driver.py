@@ -16,6 +16,7 @@ from tune_service import redaction
 from tune_service.display import LiveView
 from tune_service.errors import TuneServiceError
 from tune_service.execution.connect import init_ray
+from tune_service.execution.bundles import BundleMember, member_resources, start_broker
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
@@ -95,6 +96,7 @@ def build_tuner(
     recorded: Mapping[str, Any] | None = None,
     stopper: Any = None,
     program_wandb: Mapping[str, Any] | None = None,
+    bundle_broker: str | None = None,
 ) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
@@ -107,6 +109,8 @@ def build_tuner(
         verbose: Tune's own console verbosity (0: silent).
         program_wandb: for a program's trials, what their ``wandb.init`` gets (the sweep's tracker's
             project, group, directory and mode; ``disabled`` when None).
+        bundle_broker: for a sweep of bundles (``execution.bundle``), the name of its running broker
+            (:func:`~tune_service.execution.bundles.start_broker`).
     """
     from ray import tune
 
@@ -132,7 +136,13 @@ def build_tuner(
     template: SweepTrial
     if plan.runs_program or plan.warm_gangs:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
-        if plan.runs_program:
+        resources = trial_resources(gang)
+        if plan.bundle_size > 1:
+            if bundle_broker is None:
+                raise TuneServiceError("build_tuner: a sweep of bundles needs its broker (bundles.start_broker)")
+            template = BundleMember(**{**shared, "task": SealedTask.of(plan.task)}, broker=bundle_broker)
+            resources = member_resources(gang, plan.bundle_size)
+        elif plan.runs_program:
             template = ProgramTrial(
                 **shared,
                 gang=gang,
@@ -145,7 +155,6 @@ def build_tuner(
             )
         else:
             template = WarmTrial(**{**shared, "task": SealedTask.of(plan.task)}, gang=gang)
-        resources = trial_resources(gang)
         # A failed trial is retried by Tune (a warm one from its newest checkpoint, on a new gang; a
         # program from its start); a fresh trial retries inside its Ray Train run instead.
         failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
@@ -306,7 +315,7 @@ def _execute(
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
-    progress = budget = timer = None
+    progress = budget = timer = broker = None
     try:
         cluster = from_ray()
         plan = plan.packed(cluster).on(cluster)  # gpus_per_worker: auto measured, then the concurrency
@@ -342,6 +351,12 @@ def _execute(
             recorded = replay.read_recorded(
                 experiment_dir, (remote.filesystem, remote.path) if remote else None, spec.scheduler.time_attr
             )
+        broker_name = None
+        if plan.bundle_size > 1:
+            gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_resources=False)
+            broker, broker_name = start_broker(
+                gang, plan.bundle_size, plan.slots, redaction.Fingerprints.of_environment()
+            )
         recipe = build_tuner(
             plan,
             remote.storage_uri if remote else experiment_dir.parent,
@@ -351,6 +366,7 @@ def _execute(
             recorded=recorded,
             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None,
             program_wandb=tracker.program_run() if tracker is not None else None,
+            bundle_broker=broker_name,
         )
         tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
         # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
@@ -416,6 +432,8 @@ def _execute(
             saving.save_at_the_end(f"the experiment's files to {remote.uri}", remote.upload_own_files)
         return outcome
     finally:
+        if broker is not None:  # its gangs go with it
+            ray.kill(broker)
         lock.release()
         statuses.release()
         state_keeper.release()

@@ -15,6 +15,7 @@ CUDA memory after its trial, or keeps child processes its trial started.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -42,6 +43,9 @@ class GangSettings:
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     #: ``limits.progress_s``: the longest a trial may go without a report (None: no limit).
     progress_s: float | None = None
+    #: Whether the ranks hold their CPUs and GPUs in Ray. A bundle's gang does not: the bundle's members
+    #: (Tune trials) hold them, a share each (:mod:`~tune_service.execution.bundles`).
+    holds_resources: bool = True
 
     @property
     def collective_timeout_s(self) -> float:
@@ -92,9 +96,10 @@ class Gang:
 
         started = time.monotonic()
         r = settings.resources
+        held = r if settings.holds_resources else dataclasses.replace(r, cpus_per_worker=0, gpus_per_worker=0)
         ranks = place_ranks(
             worker,
-            r,
+            held,
             placement_group,
             lambda rank: (rank, r.workers, settings.backend, settings.collective_timeout_s, secrets),
             max_concurrency=_RANK_CONCURRENCY,
@@ -126,11 +131,33 @@ class Gang:
             Exception: what a rank raised (a Ray error that is also an instance of the rank's own).
             Either way the gang is retired.
         """
+
+        def go_on(metrics: dict[str, Any], checkpoint_path: str | None) -> bool:
+            relay(metrics, checkpoint_path)
+            return True
+
+        return self._drive(lambda rank, token: rank.run_trial.remote(token, trial, checkpoint), go_on)
+
+    def run_bundle(
+        self, configs: list[TrialConfig], relay: Callable[[int, dict[str, Any], str | None], bool]
+    ) -> RankOutcome:
+        """Train ``configs`` as one fused bundle on this gang's one rank
+        (:meth:`~tune_service.execution.rank.RankWorker.run_bundle`). Each member's report goes to
+        ``relay(member, metrics, checkpoint_path)``, which says whether that member goes on; a member told
+        to stop leaves the bundle and the others go on. Raises as :meth:`run` does; the outcome's ``ends``
+        say how each member left."""
+        (outcome,) = self._drive(lambda rank, token: rank.run_bundle.remote(token, configs), relay)
+        return outcome
+
+    def _drive(self, start: Callable[[Any, str], Any], relay: Callable[..., bool]) -> list[RankOutcome]:
+        """Start a run on every rank (``start(rank, token)``: the rank's call) and relay rank 0's reports
+        until the run ends: ``relay(*report)`` says whether the trial (or bundle member) goes on. A relay
+        that raises stops the run at that report; the error propagates once the ranks have left the loop."""
         import ray
 
         rank0 = self.ranks[0]
         token = uuid.uuid4().hex
-        runs = [r.run_trial.remote(token, trial, checkpoint) for r in self.ranks]
+        runs = [start(rank, token) for rank in self.ranks]
         pending_report = rank0.next_report.remote(token)
         running = list(runs)
         watch = StallWatch(self.settings.progress_s)
@@ -150,9 +177,9 @@ class Gang:
                     if item is None:  # rank 0's run has ended
                         pending_report = None
                         continue
-                    relay(*item)
+                    go_on = relay(*item)
                     watch.progressed()  # from when the ranks go on: a slow copy of a checkpoint is not a stall
-                    rank0.decide.remote(token, True)
+                    rank0.decide.remote(token, go_on)
                     pending_report = rank0.next_report.remote(token)
                 else:
                     running.remove(ready)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from tune_service.errors import Problem, SpecError
+from tune_service.execution.bundles import check_bundles, describe_bundles
 from tune_service.execution.packing import Packing, measure, without_gpu
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
@@ -50,8 +51,21 @@ class SweepPlan:
         plan = self
         if self.spec.resources.gpus_auto and self.packing is None and cluster.gpus < 1:
             plan = plan.packed_as(without_gpu())  # nothing to measure: CPU trials
-        concurrent = min(max_concurrent_trials(plan.spec.resources, cluster), plan.num_trials)
+        # A bundle's members hold no resources; each slot's gang trains up to `bundle` of them at once.
+        slots = max_concurrent_trials(plan.spec.resources, cluster)
+        concurrent = min(slots * plan.bundle_size, plan.num_trials)
         return replace(plan, cluster=cluster, max_concurrent=concurrent)
+
+    @property
+    def bundle_size(self) -> int:
+        """The most trials trained as one fused bundle (``execution.bundle``; 1: each trial alone)."""
+        return self.spec.execution.bundle
+
+    @property
+    def slots(self) -> int:
+        """Gangs at once: the concurrency, or (bundles) the gangs that train the bundles' members."""
+        assert self.max_concurrent is not None, "a plan made on a cluster"
+        return -(-self.max_concurrent // self.bundle_size)
 
     def packed(self, cluster: ClusterResources) -> "SweepPlan":
         """This plan with ``gpus_per_worker`` measured and chosen where the spec says ``auto``
@@ -211,7 +225,9 @@ class SweepPlan:
             f"{r.cpus_per_worker:g} CPU{gpus}; {self.max_concurrent} at once "
             f"on {self.cluster.describe() if self.cluster else 'this machine'}"
             + (
-                "; warm gangs"
+                f"; fused bundles of up to {self.bundle_size}"
+                if self.bundle_size > 1
+                else "; warm gangs"
                 if self.warm_gangs
                 else f"; program {self.spec.program or 'of the command'}"
                 if self.runs_program
@@ -238,6 +254,11 @@ class SweepPlan:
 
     def _describe_execution(self) -> str:
         e = self.spec.execution
+        if self.bundle_size > 1:
+            return (
+                f"fused bundles of up to {self.bundle_size} trials on {self.slots} warm gang(s) of one rank "
+                f"({describe_bundles(self.spec)})"
+            )
         if self.warm_gangs:
             return (
                 f"{self.max_concurrent} warm gang(s) of {self.spec.resources.workers} rank(s), each rebuilt after "
@@ -324,6 +345,8 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
                 )
             ]
         )
+    if spec.execution.bundle > 1:
+        check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
     if spec.resources.gpus_auto and resolved.task is None:
         what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"
         raise SpecError(

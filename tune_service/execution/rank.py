@@ -49,6 +49,10 @@ from tune_service.training.trial_config import TrialConfig
 SCRATCH_PREFIX = "tune_service_rank_"
 
 
+#: The metric a bundle member reports beside its own: how many trials its bundle started with.
+BUNDLE_MEMBERS = "bundle_members"
+
+
 class TrialStopped(Exception):
     """Raised on every rank at a report when the trial's scheduler stopped (or paused) the trial."""
 
@@ -68,6 +72,8 @@ class RankOutcome:
 
     status: str
     health: RankHealth
+    #: For a fused bundle, how each member left it (a ``MemberEnd`` by member); None for a trial.
+    ends: dict[int, Any] | None = None
 
 
 class GangContext:
@@ -95,14 +101,7 @@ class GangContext:
         worker = self._worker
         go_on = True
         if worker.rank == 0:
-            if checkpoint_dir is not None:  # the report travels with its checkpoint (see checkpoints.py)
-                (checkpoint_dir / CHECKPOINT_REPORT_FILE).write_text(json.dumps(metrics, default=str))
-            worker.outbox.put((self.token, (metrics, None if checkpoint_dir is None else str(checkpoint_dir))))
-            try:
-                go_on = _take(worker.inbox, self.token)
-            finally:
-                if checkpoint_dir is not None:  # Tune has copied it into the trial's storage by now
-                    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+            go_on = worker.hand_over(self.token, (metrics,), metrics, checkpoint_dir)
         if worker.world_size > 1:
             import torch
             import torch.distributed as dist
@@ -183,13 +182,9 @@ class RankWorker:
 
         Raises whatever the trial raised (:class:`TrialStopped` aside): the gang is then not reused.
         """
-        import torch
-
         from tune_service.training.loop import fit
 
-        self.state.restore()
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)  # per thread: Ray runs each call on a pool thread
+        self._before_run()
         status = "completed"
         try:
             with redacted_errors(self.secrets), redacted_output(self.secrets):
@@ -197,18 +192,75 @@ class RankWorker:
         except TrialStopped:
             status = "stopped"
         finally:
-            self.outbox.put((token, None))  # rank 0's run has ended: no more reports
-            self.state.restore()
-            # Once more, now that a stop's traceback (which holds the loop's frames) is gone.
-            release_memory(self.device)
-        if self.trials_run == 0:
-            _freeze_survivors()  # the modules that the first trial imported, its data
-        self.trials_run += 1
+            self._after_run(token)
         return RankOutcome(status, self.health())
 
-    def next_report(self, token: str) -> tuple[dict[str, Any], str | None] | None:
+    def run_bundle(self, token: str, configs: list[TrialConfig]) -> RankOutcome:
+        """Train ``configs`` as one fused bundle on this rank (a gang of one rank;
+        :func:`~tune_service.training.fused.fit_bundle`). Each member's report (with its checkpoint, and
+        :data:`BUNDLE_MEMBERS`) is handed over as ``(member, metrics, checkpoint_path)``
+        (:meth:`next_report`), and the word on it (:meth:`decide`) says whether that member goes on. The
+        outcome's ``ends`` say how each left.
+
+        Raises what the bundle raised (:class:`~tune_service.training.fused.NotFusable` among them).
+        """
+        from tune_service.training.fused import fit_bundle, setup_bundle
+
+        self._before_run()
+        directory = Path(tempfile.mkdtemp(prefix="bundle_", dir=self.scratch))
+
+        def report(member: int, metrics: dict[str, Any], checkpoint: Path | None) -> bool:
+            metrics = {**metrics, BUNDLE_MEMBERS: len(configs)}  # the results say which trials were fused
+            return self.hand_over(token, (member, metrics), metrics, checkpoint)
+
+        try:
+            with redacted_errors(self.secrets), redacted_output(self.secrets):
+                run = setup_bundle(configs, self.device)
+                ends = fit_bundle(run, report, checkpoints=lambda member: directory / f"member_{member}")
+                del run
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+            self._after_run(token)
+        return RankOutcome("completed", self.health(), ends=ends)
+
+    def _before_run(self) -> None:
+        import torch
+
+        self.state.restore()
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # per thread: Ray runs each call on a pool thread
+
+    def _after_run(self, token: str) -> None:
+        self.outbox.put((token, None))  # rank 0's run has ended: no more reports
+        self.state.restore()
+        # Once more, now that a stop's traceback (which holds the loop's frames) is gone.
+        release_memory(self.device)
+        if self.trials_run == 0:
+            _freeze_survivors()  # the modules that the first run imported, its data
+        self.trials_run += 1
+
+    def hand_over(self, token: str, report: tuple, metrics: dict[str, Any], checkpoint_dir: Path | None) -> bool:
+        """Rank 0: hand ``report`` (with ``checkpoint_dir``'s path added, or None) to the trial and wait for
+        its word (go on: True). The checkpoint directory gets the report's ``metrics`` written beside it
+        (the report travels with its checkpoint, see checkpoints.py) and is removed once the word came:
+        the trial has copied it by then."""
+        if checkpoint_dir is not None:
+            (checkpoint_dir / CHECKPOINT_REPORT_FILE).write_text(json.dumps(metrics, default=str))
+        self.outbox.put((token, (*report, None if checkpoint_dir is None else str(checkpoint_dir))))
+        try:
+            return _take(self.inbox, token)
+        finally:
+            if checkpoint_dir is not None:
+                shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    def checkpoint_files(self, checkpoint_path: str) -> dict[str, bytes]:
+        """Rank 0: the files of a checkpoint it handed over and waits on, by name, for a trial on another
+        node (a bundle member's trial actor is not placed beside its bundle's rank)."""
+        return {f.name: f.read_bytes() for f in Path(checkpoint_path).iterdir() if f.is_file()}
+
+    def next_report(self, token: str) -> tuple | None:
         """Rank 0: the trial's next report and the local path of its checkpoint (or None), once rank 0
-        reports; None once the trial's run has ended on rank 0."""
+        reports (a bundle's: the member first); None once the run has ended on rank 0."""
         return _take(self.outbox, token)
 
     def decide(self, token: str, go_on: bool) -> None:

@@ -149,6 +149,7 @@ TYPES: dict[str, dict] = {
     "execution.recycle_after_trials": _integer(1),
     "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
     "execution.collective_timeout_s": _number(exclusiveMinimum=0),
+    "execution.bundle": _integer(1),
 }
 
 #: One sentence per key (its meaning and unit), by dotted path; sections included.
@@ -286,6 +287,9 @@ DESCRIPTIONS: dict[str, str] = {
     "execution.collective_timeout_s": "Seconds a rank waits in a collective for its peers before its gang "
     "is taken as broken and its trial fails (retried under "
     "failure.max_failures).",
+    "execution.bundle": "Up to this many trials that differ only in the optimizer's hyperparameters (lr, "
+    "weight_decay, momentum, betas, ...) train as one fused job on one warm gang of one rank; each is still "
+    "a trial of its own (1: each trial alone).",
 }
 
 #: Keys whose default is no value to write: the name (the spec file's).

@@ -167,12 +167,15 @@ class ExecutionSpec:
       than this since its first trial ended.
     - ``collective_timeout_s``: how long a rank waits in a collective for its peers before the gang is
       taken as broken (a hung or lost rank): its trial fails and retries under ``failure.max_failures``.
+    - ``bundle``: up to this many trials of one architecture train as one fused job on one warm gang of
+      one rank (:mod:`tune_service.execution.bundles`); 1 (default): each trial trains alone.
     """
 
     gangs: str = "warm"
     recycle_after_trials: int = 100
     max_memory_growth_mib: float = 1024
     collective_timeout_s: float = 600
+    bundle: int = 1
 
 
 @dataclass(frozen=True)

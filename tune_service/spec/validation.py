@@ -428,12 +428,13 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     recycle = check.integer(
         "execution.recycle_after_trials", raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1
     )
+    bundle = check.integer("execution.bundle", raw.get("bundle", defaults.bundle), minimum=1)
     positive = {}
     for key in ("max_memory_growth_mib", "collective_timeout_s"):
         given = check.number(f"execution.{key}", raw.get(key, getattr(defaults, key)))
         value = check.at_least(f"execution.{key}", given, 0, strictly=True)
         positive[key] = value if value is not None else getattr(defaults, key)
-    return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, **positive)
+    return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, bundle=bundle, **positive)
 
 
 def _resources(check: Checker, raw: Any, d: ResourceSpec) -> ResourceSpec:

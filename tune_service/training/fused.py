@@ -38,13 +38,15 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from tune_service.errors import first_line
 from tune_service.spec.training import TrainingSettings
 from tune_service.tasks import Task
 from tune_service.training.batches import count_samples, move_to_device
 from tune_service.training.checkpoint import write_state
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import RankInfo, rank_epoch_seed, seed_everything
-from tune_service.training.loop import report_metrics, validation_metrics
+from tune_service.training.guards import NonFiniteLoss, check_finite_losses
+from tune_service.training.loop import learning_rate_schedule, report_metrics, step_loss, validation_metrics
 from tune_service.training.oom import hold_to_gpu_share
 from tune_service.training.optim import LearningRateSchedule, make_optimizer, optimizer_settings
 from tune_service.training.precision import Precision, choose_precision
@@ -414,9 +416,7 @@ def setup_bundle(configs: Sequence[TrialConfig], device: torch.device | str = "c
     fused = FusedModels(models)
     name, arguments = _member_arguments([c.hparams for c in configs], scale)
     optimizer = StackedOptimizer(name, arguments, fused.data)
-    warmup = settings.warmup_steps or round(settings.warmup_epochs * steps)
-    total = steps * int(first.epochs or 1)
-    schedule = LearningRateSchedule.for_trial(settings.schedule, steps, total, warmup, scale)
+    schedule = learning_rate_schedule(settings, steps, first, scale)
     run = FusedRun(
         task,
         configs,
@@ -443,16 +443,11 @@ def _probe(run: FusedRun) -> None:
     saved, run.models.buffers = run.models.buffers, buffers
     try:
         with torch.no_grad(), run.precision.autocast():
-            run.models.vmapped(lambda model, b: _loss_of(run.task.training_step(model, b, run.hparams)))(batch)
+            run.models.vmapped(lambda model, b: step_loss(run.task.training_step(model, b, run.hparams)))(batch)
     except Exception as error:
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise NotFusable(f"torch.func cannot run the task's training_step under vmap: {first_line}") from error
+        raise NotFusable(f"torch.func cannot run the task's training_step under vmap: {first_line(error)}") from error
     finally:
         run.models.buffers = saved
-
-
-def _loss_of(result: Any) -> torch.Tensor:
-    return result[0] if isinstance(result, (tuple, list)) else result
 
 
 def train_epoch(run: FusedRun, epoch: int) -> torch.Tensor:
@@ -465,7 +460,7 @@ def train_epoch(run: FusedRun, epoch: int) -> torch.Tensor:
     batches = len(run.loaders.train)
     loss_sum = torch.zeros(models.members, device=run.device, dtype=torch.float64)
     samples = 0
-    step = models.vmapped(lambda model, batch: _loss_of(run.task.training_step(model, batch, run.hparams)))
+    step = models.vmapped(lambda model, batch: step_loss(run.task.training_step(model, batch, run.hparams)))
     for index, batch in enumerate(run.loaders.train):
         batch = move_to_device(batch, run.device)
         group_start = index - index % accum
@@ -566,8 +561,9 @@ def fit_bundle(
                 precision=run.precision.name,
                 started=started,
             )
-            if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
-                error = FloatingPointError(f"the training or validation loss of epoch {epoch} is not finite")
+            try:
+                check_finite_losses(metrics, epoch, run.precision.name)  # as the loop ends a trial alone
+            except NonFiniteLoss as error:
                 ends[member] = MemberEnd("diverged", error)
                 leaving.append(member)
                 continue

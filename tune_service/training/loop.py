@@ -121,7 +121,7 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     model = prepare_model(task.model(hparams), device, ranks.world_size, settings, task.ddp_comm_hook())
     scale = batch.global_batch / int(hparams["batch_size"]) if settings.lr_scaling == "linear" else 1.0
     optimizer, task_scheduler = _optimizer_of(task, model.plain, hparams, float(hparams["lr"]) * scale)
-    schedule = None if task_scheduler is not None else _schedule(settings, steps, config, scale)
+    schedule = None if task_scheduler is not None else learning_rate_schedule(settings, steps, config, scale)
     run = TrainingRun(
         task,
         hparams,
@@ -168,7 +168,9 @@ def _optimizer_of(task: Task, model: nn.Module, hparams: Mapping[str, Any], lr: 
     return optimizer, scheduler
 
 
-def _schedule(settings: TrainingSettings, steps: int | None, config: TrialConfig, scale: float) -> LearningRateSchedule:
+def learning_rate_schedule(
+    settings: TrainingSettings, steps: int | None, config: TrialConfig, scale: float
+) -> LearningRateSchedule:
     """The spec's warm-up and schedule over the trial's epochs of ``steps`` optimizer steps each (or its
     ``max_steps``)."""
     plain = settings.schedule.name == "constant" and not settings.warmup_epochs
@@ -266,10 +268,12 @@ def _optimizer_step(run: TrainingRun) -> None:
 
 def _loss_and_samples(result: Any, batch: Any) -> tuple[torch.Tensor, Any]:
     """A training step's ``loss`` or ``(loss, samples)``; the samples counted from the batch if not given."""
-    if isinstance(result, (tuple, list)):
-        loss, samples = result
-        return loss, samples
-    return result, count_samples(batch)
+    return step_loss(result), result[1] if isinstance(result, (tuple, list)) else count_samples(batch)
+
+
+def step_loss(result: Any) -> torch.Tensor:
+    """The loss of a training step's result (``loss`` or ``(loss, samples)``)."""
+    return result[0] if isinstance(result, (tuple, list)) else result
 
 
 def _length(loader: DataLoader) -> int | None:

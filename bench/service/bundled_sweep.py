@@ -1,0 +1,89 @@
+"""Fused bundles in a sweep: one sweep of the digits MLP (random search over Adam's lr and weight decay,
+ASHA, one rank per trial, a checkpoint every epoch, wandb offline) run as a user runs it, ``tune-run``,
+with each trial alone on a warm gang and with ``execution.bundle: 8``, side by side, the order
+alternating by round. Each run is the whole command in a child process: Python's and Ray's start, the
+sweep, the leaderboard.
+
+Figure: the bundled sweep's trials per hour over the same sweep's with every trial alone (target >= 2,
+the issue's CPU row for a bundle of 8, here through the whole service: Tune, ASHA, wandb, checkpoints).
+Both sweeps use the machine's two slots: two warm gangs of one rank, each training one trial at a time
+or one bundle of up to 8 members at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import figure, interleaved, median
+
+NAME = "bundled_sweep"
+SIZES = {False: {"rounds": 2, "run_cap": 32}, True: {"rounds": 1, "run_cap": 16}}
+TARGET_RATIO = ">= 2"
+BUNDLE = 8
+
+
+def sweep_spec(run_cap: int) -> dict[str, Any]:
+    return {
+        "name": "bundled-sweep", "task": "digits", "method": "random", "run_cap": run_cap, "seed": 0,
+        "metric": {"name": "val_accuracy", "goal": "maximize"},
+        "parameters": {
+            "lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 3e-2},
+            "weight_decay": {"distribution": "log_uniform_values", "min": 1e-6, "max": 1e-2},
+            "optimizer": {"value": "adam"},
+        },
+        "scheduler": {"type": "asha", "max_t": 8, "grace_period": 1, "reduction_factor": 3},
+        "resources": {"workers": 1, "cpus_per_worker": 1},
+    }
+
+
+def one_sweep(bundle: int, run_cap: int) -> dict[str, Any]:
+    """One ``tune-run`` of the sweep with ``execution.bundle`` ``bundle``: its wall time and trials."""
+    with tempfile.TemporaryDirectory(prefix="bench_bundled_") as storage:
+        spec = Path(storage, "sweep.yaml")
+        spec.write_text(yaml.safe_dump({**sweep_spec(run_cap), "execution": {"bundle": bundle}}))
+        command = [sys.executable, "-m", "tune_service.cli", str(spec), "--storage", storage, "--name", "sweep"]
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=storage, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "WANDB_MODE": "offline"})
+        wall_s = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"bundle {bundle} exited {done.returncode}:\n{done.stdout[-3000:]}")
+        summary = json.loads(Path(storage, "sweep", "summary.json").read_text())
+    trials = summary["trials"]
+    epochs = sum(t["epochs"] for t in trials)
+    best = summary.get("best", {}).get("metrics", {}).get("val_accuracy")
+    print(f"      bundle {bundle}: {wall_s:.1f} s, {len(trials)} trials, {epochs} epochs, best {best}", flush=True)
+    return {"wall_s": wall_s, "trials": len(trials), "epochs": epochs, "best_val_accuracy": best,
+            "trials_per_hour": len(trials) / wall_s * 3600}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    size = SIZES[quick]
+    rounds = interleaved({str(b): (lambda b=b: one_sweep(b, size["run_cap"])) for b in (1, BUNDLE)}, size["rounds"])
+    alone, bundled = rounds["1"], rounds[str(BUNDLE)]
+    ratios = [b["trials_per_hour"] / a["trials_per_hour"] for a, b in zip(alone, bundled, strict=True)]
+    figures = [
+        figure(f"sweep in bundles of {BUNDLE}, trials per hour / alone", "each trial alone on a warm gang",
+               1.0, median(ratios), TARGET_RATIO, "x",
+               note=f"{size['run_cap']} trials, random + ASHA, median of {size['rounds']} round(s); every run: "
+                    "alone " + ", ".join(f"{r['wall_s']:.1f}" for r in alone) + " s; bundled "
+                    + ", ".join(f"{r['wall_s']:.1f}" for r in bundled) + " s; ratios "
+                    + ", ".join(f"{r:.2f}" for r in ratios)),
+    ]
+    return {"figures": figures, "sizes": size, "rounds": rounds}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+    from bench.run import main
+
+    sys.exit(main([NAME] + sys.argv[1:]))

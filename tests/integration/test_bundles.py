@@ -1,0 +1,120 @@
+"""``execution: {bundle: K}`` on a real local Ray: trials of the digits task fused into bundles, each
+member still a trial of its own to Tune, ASHA, wandb, the results and resume."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tune_service
+from tune_service import cli
+from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.experiment.layout import read_trial_results, trial_results_file
+from tune_service.spec.training import TrainingSettings
+from tune_service.tasks import resolve_task
+from tune_service.tasks.digits import Digits
+from tune_service.training.context import LocalContext
+from tune_service.training.loop import fit
+from tune_service.training.trial_config import TrialConfig
+from driver_process import signal_driver_when
+from wandb_files import offline_runs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
+
+#: Four SGD trials in one bundle; ASHA (rungs at epochs 1 and 2) stops the worse half at each rung, and
+#: lr 1e12 diverges in its first epoch.
+LRS = [0.05, 0.2, 0.01, 1e12]
+MAX_T = 3
+
+
+def bundled_spec(**extra) -> dict:
+    return {
+        "name": "bundled", "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
+        "scheduler": {"type": "asha", "max_t": MAX_T, "grace_period": 1, "reduction_factor": 2},
+        "resources": {"workers": 1}, "failure": {"max_failures": 0},
+        "parameters": {"lr": {"values": LRS}, "optimizer": {"value": "sgd"}},
+        "execution": {"bundle": 4}, **extra,
+    }
+
+
+def alone(lr: float, epochs: int) -> list[dict]:
+    """The shared loop's reports of the trial with ``lr``, run alone in this process."""
+    config = TrialConfig(resolve_task(Digits()), {**Digits.defaults, "lr": lr, "optimizer": "sgd"}, epochs=epochs,
+                         seed=0, settings=TrainingSettings())
+    context = LocalContext()
+    fit(config, context)
+    return context.reports
+
+
+def test_a_bundles_members_are_trials_of_their_own_that_asha_stops_one_by_one(ray_cluster, tmp_path):
+    result = tune_service.run(bundled_spec(), storage=tmp_path, name="bundled", verbose=0)
+    trials = {t.config["lr"]: t for t in result.trials}
+    assert sorted(trials) == sorted(LRS)
+    diverged = trials[1e12]
+    assert diverged.status == "failed" and "non-finite loss at epoch 1" in diverged.error  # it alone ended
+    finite = [trials[lr] for lr in LRS if lr != 1e12]
+    assert {t.status for t in finite} == {"completed", "stopped"}  # ASHA stopped some members, not the bundle
+    assert any(t.epochs < MAX_T for t in finite) and any(t.epochs == MAX_T for t in finite)
+    experiment = Path(result.experiment_dir)
+    for trial in finite:
+        reports = read_trial_results(trial_results_file(experiment, trial.trial_id))
+        assert [r["epoch"] for r in reports] == list(range(1, trial.epochs + 1))
+        assert all(r["bundle_members"] >= 1 for r in reports)
+        # each member trained as the same config alone, to float rounding (tests/training/test_fused.py)
+        for ours, theirs in zip(reports, alone(trial.config["lr"], MAX_T)[: len(reports)], strict=True):
+            for key in ("train_loss", "val_loss", "val_accuracy", "lr"):
+                assert ours[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), (trial.config["lr"], key)
+        # its own checkpoint, in the loop's format, with the report that came with it
+        assert checkpointed_report(str(experiment / f"trial_{trial.trial_id}"))["epoch"] == trial.epochs
+    assert max(r["bundle_members"] for t in finite
+               for r in read_trial_results(trial_results_file(experiment, t.trial_id))) > 1  # fused, not alone
+    runs = [run for run in offline_runs(experiment) if run.job_type == "trial"]
+    assert sorted(run.run_id.rsplit("-", 1)[-1] for run in runs) == sorted(t.trial_id for t in result.trials)
+
+
+def checkpointed_epochs(experiment: Path) -> list[int]:
+    """The epoch of each trial's newest checkpoint, for the trials that have one."""
+    reports = [checkpointed_report(str(d)) for d in experiment.glob("trial_*")]
+    return [r["epoch"] for r in reports if r is not None]
+
+
+def saved_trials(experiment: Path) -> int:
+    """How many trials the last complete copy of Tune's saved state holds."""
+    import json
+
+    try:
+        state = json.loads(max((experiment / ".last_good").glob("experiment_state-*.json")).read_text())
+    except (ValueError, OSError):
+        return 0
+    return len(state.get("trial_data", []))
+
+
+def test_a_driver_killed_mid_bundle_resumes_each_member_from_its_own_checkpoint(ray_cluster, tmp_path, expect_exit):
+    epochs = 16
+    spec = tmp_path / "bundled.yaml"
+    spec.write_text(yaml.safe_dump(bundled_spec(
+        scheduler={"type": "fifo", "max_t": epochs},
+        parameters={"lr": {"values": [0.05, 0.2, 0.01, 0.1]}, "optimizer": {"value": "sgd"}},
+        wandb={"mode": "disabled"})))
+    experiment = tmp_path / "runs" / "bundled"
+    killed = signal_driver_when(spec, tmp_path / "runs", "bundled", signum=signal.SIGKILL, timeout=300,
+                                ready=lambda: len(done := checkpointed_epochs(experiment)) == 4
+                                and min(done) >= 2 and max(done) < epochs and saved_trials(experiment) == 4)
+    assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
+    expect_exit(killed.descendants, timeout=90)  # the embedded Ray's agents take their time to notice
+    before = {trial_dir: checkpointed_report(str(trial_dir))["epoch"] for trial_dir in experiment.glob("trial_*")}
+
+    assert cli.main(["--resume", str(experiment)]) == 0
+    result = tune_service.load_results(experiment)
+    assert len(result.records) == 4 and {t.status for t in result.records} == {"completed"}
+    assert sorted(experiment.glob("trial_*")) == sorted(before)  # the same four trials, none added
+    for trial_dir, checkpointed in before.items():
+        reports = read_trial_results(trial_dir / "result.json")
+        assert reports[-1]["epoch"] == epochs
+        resumed = [r for r in reports if r["epoch"] > checkpointed and r["bundle_members"] == 1]
+        # after the resume the member trained on alone from its own checkpoint, not from its first epoch
+        assert [r["epoch"] for r in resumed][-(epochs - checkpointed):] == list(range(checkpointed + 1, epochs + 1))
+        assert [r["epoch"] for r in reports].count(1) == 1

@@ -1,0 +1,88 @@
+"""``execution.bundle``: the spec's rule, the dry-run's refusals of sweeps that cannot be fused (each one
+line naming the field, the rule and the value), and what the plan says of a sweep that can."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tune_service import cli
+from tune_service.errors import SpecError
+from tune_service.execution.plan import make_plan
+from tune_service.execution.resources import ClusterResources
+from tune_service.spec import load_spec
+from tune_service.tasks.digits import Digits
+
+ROOT = Path(__file__).resolve().parents[3]
+TWO_CPUS = ClusterResources(cpus=2, gpus=0, largest_node_cpus=2, largest_node_gpus=0)
+
+
+class BranchingDigits(Digits):
+    """A training step whose control flow depends on the data: torch.func cannot batch it."""
+
+    def training_step(self, model, batch, config):
+        inputs, targets = batch
+        outputs = model(inputs)
+        if outputs.sum() > 0:
+            outputs = outputs * 2
+        return self.loss(outputs.float(), targets)
+
+
+def digits_spec(**overrides):
+    return load_spec(
+        {
+            "name": "bundled",
+            "method": "random",
+            "run_cap": 8,
+            "metric": {"name": "val_loss", "goal": "minimize"},
+            "scheduler": {"type": "asha", "max_t": 3},
+            "resources": {"workers": 1},
+            "parameters": {"lr": {"min": 0.01, "max": 0.3}, "hidden": {"values": [32, 64]}},
+            "execution": {"bundle": 4},
+        },
+        overrides,
+    )
+
+
+def test_a_bundle_below_one_is_refused_naming_the_field():
+    with pytest.raises(SpecError, match=r"execution\.bundle: must be >= 1, got 0"):
+        digits_spec(**{"execution.bundle": 0})
+
+
+def test_the_plan_says_what_fuses_what_splits_bundles_and_the_concurrency():
+    plan = make_plan(digits_spec(), TWO_CPUS)
+    assert plan.max_concurrent == 8 and plan.slots == 2  # 4 members per slot's gang, 2 slots
+    text = plan.describe()
+    assert "fused bundles of up to 4 trials on 2 warm gang(s) of one rank" in text
+    assert "members differ in lr; hidden split them into separate bundles" in text
+    assert "fused bundles of up to 4" in plan.headline()[1]
+
+
+@pytest.mark.parametrize(
+    "overrides, task, rule",
+    [
+        ({"resources.workers": 2}, None, "4: a bundle trains on one rank; resources.workers is 2"),
+        ({"execution.gangs": "fresh"}, None, "4: bundles train on warm gangs; execution.gangs is fresh"),
+        ({"training.precision": "fp16"}, None, "4: fp16's loss scaler skips a step for every member"),
+        ({"parameters.optimizer": {"value": "rmsprop"}}, None, "4: optimizer 'rmsprop' is not one a bundle stacks"),
+        ({}, BranchingDigits(), "4: torch.func cannot run the task's training_step under vmap"),
+    ],
+    ids=["two ranks", "fresh gangs", "fp16", "rmsprop", "data-dependent control flow"],
+)
+def test_a_sweep_that_cannot_be_fused_is_refused_at_the_plan_with_the_reason(overrides, task, rule):
+    with pytest.raises(SpecError, match="execution.bundle: " + rule.replace("(", r"\(").replace(")", r"\)")):
+        make_plan(digits_spec(**overrides), TWO_CPUS, task=task)
+
+
+def test_a_w_and_b_program_is_never_fused(tmp_path, capsys):
+    spec = tmp_path / "program.yaml"
+    spec.write_text(
+        f"program: {ROOT / 'examples' / 'wandb_program' / 'train.py'}\nmethod: random\nrun_cap: 2\n"
+        "metric: {name: loss, goal: minimize}\nparameters: {lr: {min: 0.01, max: 0.1}}\n"
+        "execution: {bundle: 4}\n"
+    )
+    assert cli.main([str(spec), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: execution.bundle: 4: bundles fuse a Task's trials; this sweep runs a W&B program "
+                   "(a process of its own)"]

@@ -1,0 +1,348 @@
+"""``execution: {bundle: K}``: trials of one architecture trained K at a time as one fused job, each still a
+trial of its own to Tune, the searcher, the scheduler, wandb and the results.
+
+Every member is a Tune trial (:class:`BundleMember`) that holds no resources: it hands its config to the
+sweep's :class:`BundleBroker` (one Ray actor per sweep, started by the driver) and relays the reports
+the broker hands back, as a warm trial relays its gang's. The broker holds the resources: up to one
+warm gang of one rank per concurrency slot, and Tune runs K members per slot. It groups waiting members
+whose configs may share a bundle (:func:`~tune_service.training.fused.bundle_key`: they differ only in
+the optimizer's hyperparameters), and trains each group on a free gang with
+:func:`~tune_service.training.fused.fit_bundle`:
+
+- A group starts once K members wait, or once its first member has waited :data:`GATHER_S` (fewer
+  members, not an idle slot). Members join a bundle when it starts; a bundle never takes new members.
+  As members stop, Tune starts new trials, and they form the next bundle on the next free gang.
+- Each member's report (and checkpoint, in the shared loop's format) reaches its own trial, and that
+  trial's word (go on, or stopped by the scheduler) reaches the bundle before it trains on. Members
+  report in the order they joined. A stopped member leaves the bundle; the others go on. A member whose
+  losses are not finite leaves it too, and its trial fails with the reason.
+- A member that starts from a checkpoint (retried, or resumed after the driver died) trains alone on a
+  gang, with the shared loop, from that checkpoint, exactly as a warm trial resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from tune_service.errors import Problem, SpecError
+from tune_service.execution.gang import Gang, GangSettings
+from tune_service.execution.rank import BUNDLE_MEMBERS
+from tune_service.execution.sweep_trial import Attempt, SweepTrial
+from tune_service.spec import SweepSpec
+from tune_service.tasks import Task
+from tune_service.training.trial_config import TrialConfig
+
+logger = logging.getLogger(__name__)
+
+#: How long a bundle waits for more members once its first has joined.
+GATHER_S = 2.0
+#: How long a bundle waits for a member's word on its report; a member whose trial is gone (ended by the
+#: sweep's end or a failure) is taken as stopped after it.
+DECISION_TIMEOUT_S = 120.0
+
+
+class MemberStopped(Exception):
+    """A member trained alone was stopped by its scheduler (raised out of the gang's relay)."""
+
+
+@dataclass
+class _Member:
+    """A member trial waiting for, or training in, a bundle: what the broker and the trial exchange."""
+
+    trial_id: str
+    config: TrialConfig
+    checkpoint: Any
+    key: str
+    joined: float = field(default_factory=time.monotonic)
+    #: To the trial: ``("report", metrics, files)``, ``("end",)`` or ``("failed", error)``.
+    mailbox: queue.Queue = field(default_factory=queue.Queue)
+    #: From the trial: its word on each report.
+    words: queue.Queue = field(default_factory=queue.Queue)
+
+
+def bundle_group(config: TrialConfig) -> str:
+    """What members of one bundle share: the bundle key of their hyperparameters, their training settings
+    and budget (a member retried out of memory trains with another accumulation, so in another bundle)."""
+    from tune_service.training.fused import bundle_key
+
+    return f"{bundle_key(config.hparams)}|{config.settings!r}|{config.epochs}|{config.seed}"
+
+
+class BundleBroker:
+    """The sweep's bundles: members join (:meth:`join`), take what their bundle hands them (:meth:`next`)
+    and give their word on each report (:meth:`decide`). Run as a threaded Ray actor holding no resources;
+    its gangs hold the sweep's (one rank each, the spec's per-rank CPUs and GPUs).
+
+    Args:
+        gang: what each gang is made of (one rank).
+        size: the most members in one bundle (``execution.bundle``).
+        slots: the most gangs at once (the sweep's concurrency in slots).
+        secrets: the driver's fingerprints, for the ranks (see :class:`~tune_service.execution.gang.Gang`).
+    """
+
+    def __init__(self, gang: GangSettings, size: int, slots: int, secrets: Any = None, gather_s: float = GATHER_S):
+        self.gang_settings, self.size, self.slots, self.secrets, self.gather_s = gang, size, slots, secrets, gather_s
+        self._changed = threading.Condition()
+        self._waiting: list[_Member] = []
+        self._members: dict[str, _Member] = {}
+        self._free: list[Gang] = []
+        self._busy = 0
+        threading.Thread(target=self._schedule, name="bundles", daemon=True).start()
+
+    def join(self, trial_id: str, config: TrialConfig, checkpoint: Any = None) -> None:
+        """The trial ``trial_id`` waits for a bundle (alone, from ``checkpoint``, when one is given)."""
+        member = _Member(trial_id, config, checkpoint, "" if checkpoint is not None else bundle_group(config))
+        with self._changed:
+            self._members[trial_id] = member
+            self._waiting.append(member)
+            self._changed.notify_all()
+
+    def next(self, trial_id: str) -> tuple:
+        """What the trial's bundle hands it next (see :class:`_Member`'s ``mailbox``); blocks until then."""
+        return self._members[trial_id].mailbox.get()
+
+    def decide(self, trial_id: str, go_on: bool) -> None:
+        """The trial's word on the report it was handed last."""
+        self._members[trial_id].words.put(go_on)
+
+    def waiting(self) -> int:
+        """Members waiting for a bundle now."""
+        with self._changed:
+            return len(self._waiting)
+
+    def _schedule(self) -> None:
+        """Start each group on a free gang as soon as it is ready (see the module's docstring)."""
+        while True:
+            with self._changed:
+                group = self._ready_group() if self._free or self._busy < self.slots else None
+                if group is None:
+                    self._changed.wait(timeout=0.1)
+                    continue
+                for member in group:
+                    self._waiting.remove(member)
+                gang = self._free.pop() if self._free else None
+                self._busy += 1
+            threading.Thread(target=self._run, args=(gang, group), daemon=True).start()
+
+    def _ready_group(self) -> list[_Member] | None:
+        """The members to train next, oldest first: a member from a checkpoint alone; else ``size`` members
+        of one group, or fewer once the group's first has waited ``gather_s``."""
+        groups: dict[str, list[_Member]] = {}
+        for member in self._waiting:
+            if not member.key:
+                return [member]
+            groups.setdefault(member.key, []).append(member)
+        now = time.monotonic()
+        for members in groups.values():
+            if len(members) >= self.size or now - members[0].joined >= self.gather_s:
+                return members[: self.size]
+        return None
+
+    def _run(self, gang: Gang | None, group: list[_Member]) -> None:
+        """Train ``group`` on ``gang`` (a new one when None or retired), and tell each member how it ended."""
+        told: set[str] = set()
+        ends: dict[int, BaseException | None]
+        try:
+            if gang is None or gang.retired:
+                gang = Gang.build(self.gang_settings, None, self.secrets)
+            if group[0].checkpoint is not None:
+                self._run_alone(gang, group[0])
+                ends = {0: None}
+            else:
+                outcome = gang.run_bundle(
+                    [m.config for m in group], lambda i, metrics, path: self._relay(gang, group[i], metrics, path)
+                )
+                ends = {i: end.error if end.reason == "diverged" else None for i, end in (outcome.ends or {}).items()}
+            for index, error in ends.items():
+                member = group[index]
+                member.mailbox.put(("end",) if error is None else ("failed", error))
+                told.add(member.trial_id)
+        except BaseException as error:  # noqa: BLE001 - every member still in the bundle fails with it
+            logger.warning("a bundle of %d member(s) failed: %s", len(group), error)
+            for member in group:
+                if member.trial_id not in told:
+                    member.mailbox.put(("failed", error))
+        finally:
+            with self._changed:
+                self._busy -= 1
+                if gang is not None and not gang.retired:
+                    self._free.append(gang)
+                self._changed.notify_all()
+
+    def _run_alone(self, gang: Gang, member: _Member) -> None:
+        def relay(metrics: dict[str, Any], path: str | None) -> None:
+            if not self._relay(gang, member, {**metrics, BUNDLE_MEMBERS: 1}, path):
+                raise MemberStopped()
+
+        try:
+            gang.run(member.config, member.checkpoint, relay)
+        except MemberStopped:
+            pass
+
+    def _relay(self, gang: Gang, member: _Member, metrics: dict[str, Any], path: str | None) -> bool:
+        """Hand a member its report (with its checkpoint's files) and return its word."""
+        import ray
+
+        files = None if path is None else ray.get(gang.ranks[0].checkpoint_files.remote(path))
+        member.mailbox.put(("report", metrics, files))
+        try:
+            return member.words.get(timeout=DECISION_TIMEOUT_S)
+        except queue.Empty:
+            logger.warning(
+                "trial %s gave no word on its report in %g s: taken as stopped", member.trial_id, DECISION_TIMEOUT_S
+            )
+            return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleMember(SweepTrial):
+    """A trial trained in a bundle: it joins the sweep's broker (the named Ray actor ``broker``) and relays
+    what its bundle hands it."""
+
+    broker: str
+
+    def attempt(self, attempt: Attempt) -> None:
+        import ray
+        from ray import tune
+
+        broker = ray.get_actor(self.broker)
+        trial_id = tune.get_context().get_trial_id()
+        start = None if attempt.start is None else attempt.start.checkpoint
+        ray.get(broker.join.remote(trial_id, attempt.config, start))
+        while True:
+            item = ray.get(broker.next.remote(trial_id))
+            if item[0] == "end":
+                return
+            if item[0] == "failed":
+                raise item[1]
+            _, metrics, files = item
+            directory = None if files is None else _write_checkpoint(attempt.trial_dir, files)
+            try:
+                attempt.reports(metrics, None if directory is None else str(directory))
+            except BaseException:  # a stop from the scheduler (or a bad first report): the member leaves
+                broker.decide.remote(trial_id, False)
+                raise
+            finally:
+                if directory is not None:  # Tune has copied it into the trial's storage
+                    shutil.rmtree(directory, ignore_errors=True)
+            broker.decide.remote(trial_id, True)
+
+
+def _write_checkpoint(trial_dir: str, files: dict[str, bytes]) -> Path:
+    """A checkpoint handed over by a bundle, written into a new directory under ``trial_dir``."""
+    os.makedirs(trial_dir, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="bundle_checkpoint_", dir=trial_dir))
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    return directory
+
+
+def start_broker(gang: GangSettings, size: int, slots: int, secrets: Any = None) -> tuple[Any, str]:
+    """Start the sweep's :class:`BundleBroker` as a named Ray actor (its members find it by name); returns
+    its handle and name. It holds no resources; ``ray.kill`` it at the sweep's end (its gangs go with it)."""
+    import ray
+
+    name = f"tune_service_bundles_{uuid.uuid4().hex[:12]}"
+    # Every member waits in a call of its own (next), beside its joins and words.
+    calls = 3 * size * slots + 8
+    broker: Any = (
+        ray.remote(BundleBroker)
+        .options(name=name, num_cpus=0, max_concurrency=calls)
+        .remote(gang, size, slots, secrets)
+    )
+    ray.get(broker.waiting.remote())  # up before the first member looks for it
+    return broker, name
+
+
+def describe_bundles(spec: SweepSpec) -> str:
+    """Which of the spec's searched parameters members of one bundle may differ in, and which split them."""
+    from tune_service.training.fused import FUSABLE
+
+    searched = [p.name for p in spec.parameters if p.is_searched]
+    fused = [n for n in searched if n in FUSABLE]
+    split = [n for n in searched if n not in FUSABLE]
+    text = f"members differ in {', '.join(fused) or 'nothing searched'}"
+    if split:
+        text += f"; {', '.join(split)} split them into separate bundles"
+    return text
+
+
+def check_bundles(
+    spec: SweepSpec, task: Task | None, runs_program: bool, first_trial: Callable[[], TrialConfig]
+) -> None:
+    """The dry-run's refusals of ``execution.bundle``, before anything runs: a sweep whose trials cannot be
+    fused, with the reason. ``task``: the sweep's Task (None for a program or a train loop);
+    ``first_trial``: the sweep's first trial as its ranks would get it (``SweepPlan.first_trial``).
+    Whether torch.func can run the task's step is found by building that trial's bundle of two on the
+    CPU, here (:func:`~tune_service.training.fused.setup_bundle`'s probe).
+
+    Raises:
+        SpecError: on ``execution.bundle``, naming the rule and the value.
+    """
+    size = spec.execution.bundle
+
+    def refuse(rule: str) -> None:
+        raise SpecError([Problem("execution.bundle", f"{size}: {rule}")])
+
+    if task is None:
+        what = "a W&B program (a process of its own)" if runs_program else "a train_loop_per_worker"
+        refuse(f"bundles fuse a Task's trials; this sweep runs {what}")
+        return
+    if spec.execution.gangs != "warm":
+        refuse("bundles train on warm gangs; execution.gangs is fresh")
+    if spec.resources.workers != 1:
+        refuse(f"a bundle trains on one rank; resources.workers is {spec.resources.workers}")
+    if spec.resources.gpus_auto:
+        refuse("give resources.gpus_per_worker as a number with bundles (auto measures one trial alone)")
+    from tune_service.training.fused import NotFusable, refusal, setup_bundle
+
+    config = first_trial().opened()
+    if spec.scheduler.time_unit == "epoch":
+        config = dataclasses.replace(config, epochs=spec.scheduler.max_t or 1, max_steps=None)
+    reason = refusal(task, config)
+    if reason is not None:
+        refuse(reason)
+    with _random_state_kept():  # the probe seeds the process's generators, as a trial would
+        try:
+            setup_bundle([config, config], "cpu")
+        except NotFusable as error:
+            refuse(str(error))
+
+
+@contextlib.contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """Python's, NumPy's and torch's global random states, put back afterwards."""
+    import random
+
+    import numpy as np
+    import torch
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+
+
+def member_resources(gang: GangSettings, size: int) -> Any:
+    """Tune's resource request of a bundle member: its share (1 / ``size``) of one rank's CPUs and GPUs.
+    ``size`` members hold what the gang that trains them uses; the gang's rank holds nothing itself."""
+    from ray import tune
+
+    r = gang.resources
+    share = {"CPU": r.cpus_per_worker / size, **({"GPU": r.gpus_per_worker / size} if r.gpus_per_worker else {})}
+    return tune.PlacementGroupFactory([share])
