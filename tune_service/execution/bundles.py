@@ -9,9 +9,10 @@ whose configs may share a bundle (:func:`~tune_service.training.fused.bundle_key
 the optimizer's hyperparameters), and trains each group on a free gang with
 :func:`~tune_service.training.fused.fit_bundle`:
 
-- A group starts once K members wait, or once its first member has waited :data:`GATHER_S` (fewer
-  members, not an idle slot). Members join a bundle when it starts; a bundle never takes new members.
-  As members stop, Tune starts new trials, and they form the next bundle on the next free gang.
+- A group starts once K members wait, or with fewer once no member has joined it for :data:`GATHER_S`
+  (at most :data:`MOST_GATHER_S` after its first): fewer members rather than an idle slot. Members join
+  a bundle when it starts; a bundle never takes new members. As members stop, Tune starts new trials,
+  and they form the next bundle on the next free gang.
 - Each member's report (and checkpoint, in the shared loop's format) reaches its own trial, and that
   trial's word (go on, or stopped by the scheduler) reaches the bundle before it trains on. Members
   report in the order they joined. A stopped member leaves the bundle; the others go on. A member whose
@@ -46,8 +47,10 @@ from tune_service.training.trial_config import TrialConfig
 
 logger = logging.getLogger(__name__)
 
-#: How long a bundle waits for more members once its first has joined.
-GATHER_S = 2.0
+#: A group of fewer than K members starts once no member has joined it for this long (members arrive as
+#: Tune starts their trials, one after another), or once its first has waited :data:`MOST_GATHER_S`.
+GATHER_S = 1.0
+MOST_GATHER_S = 10.0
 #: How long a bundle waits for a member's word on its report; a member whose trial is gone (ended by the
 #: sweep's end or a failure) is taken as stopped after it.
 DECISION_TIMEOUT_S = 120.0
@@ -138,7 +141,7 @@ class BundleBroker:
 
     def _ready_group(self) -> list[_Member] | None:
         """The members to train next, oldest first: a member from a checkpoint alone; else ``size`` members
-        of one group, or fewer once the group's first has waited ``gather_s``."""
+        of one group, or fewer once none has joined it for ``gather_s`` (see :data:`GATHER_S`)."""
         groups: dict[str, list[_Member]] = {}
         for member in self._waiting:
             if not member.key:
@@ -146,7 +149,8 @@ class BundleBroker:
             groups.setdefault(member.key, []).append(member)
         now = time.monotonic()
         for members in groups.values():
-            if len(members) >= self.size or now - members[0].joined >= self.gather_s:
+            quiet = now - members[-1].joined >= self.gather_s
+            if len(members) >= self.size or quiet or now - members[0].joined >= MOST_GATHER_S:
                 return members[: self.size]
         return None
 
