@@ -1,6 +1,7 @@
 """Tasks in the shared loop's general form (tests/training/test_general_tasks.py): dict and dataclass
 batches with their own steps, an iterable stream of samples, a custom collate, a task's own optimizer and
-scheduler. Small, on the digits data, so that each trains in a second."""
+scheduler. Small, on the digits data, so that each trains in a second. And a task whose step torch.func
+cannot batch (fused bundles refuse it)."""
 
 from __future__ import annotations
 
@@ -166,3 +167,14 @@ def streamed_ranks(size: int, accumulation: int) -> dict:
     context = train(task, epochs=1, settings=TrainingSettings(checkpoint_every=0, grad_accum_steps=accumulation),
                     batch_size=8)
     return {"rank": dist.get_rank(), "trained": task.trained, "reports": context.reports}
+
+
+class BranchingDigits(Digits):
+    """A training step whose control flow depends on the data: torch.func cannot batch it."""
+
+    def training_step(self, model, batch, config):
+        inputs, targets = batch
+        outputs = model(inputs)
+        if outputs.sum() > 0:
+            outputs = outputs * 2
+        return self.loss(outputs.float(), targets)

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from general_tasks import resolved
+from general_tasks import BranchingDigits, resolved
 from tune_service.spec.training import ScheduleSettings, TrainingSettings
 from tune_service.tasks import resolve_task
 from tune_service.tasks.digits import Digits
@@ -187,17 +187,6 @@ def test_a_members_checkpoint_resumes_the_trial_alone_as_if_it_had_trained_alone
         reports, weights = alone(trial, tmp_path / f"alone{member}")
         resumed_weights = load_state(resumed.checkpoints[-1])["model"]
         assert_same_training(resumed.reports, resumed_weights, reports[2:], weights)
-
-
-class BranchingDigits(Digits):
-    """A training step whose control flow depends on the data: torch.func cannot batch it."""
-
-    def training_step(self, model, batch, config):
-        inputs, targets = batch
-        outputs = model(inputs)
-        if outputs.sum() > 0:
-            outputs = outputs * 2
-        return self.loss(outputs.float(), targets)
 
 
 class OwnOptimizerDigits(Digits):

@@ -7,26 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from general_tasks import BranchingDigits
 from tune_service import cli
 from tune_service.errors import SpecError
 from tune_service.execution.plan import make_plan
 from tune_service.execution.resources import ClusterResources
 from tune_service.spec import load_spec
-from tune_service.tasks.digits import Digits
 
 ROOT = Path(__file__).resolve().parents[3]
 TWO_CPUS = ClusterResources(cpus=2, gpus=0, largest_node_cpus=2, largest_node_gpus=0)
-
-
-class BranchingDigits(Digits):
-    """A training step whose control flow depends on the data: torch.func cannot batch it."""
-
-    def training_step(self, model, batch, config):
-        inputs, targets = batch
-        outputs = model(inputs)
-        if outputs.sum() > 0:
-            outputs = outputs * 2
-        return self.loss(outputs.float(), targets)
 
 
 def digits_spec(**overrides):
