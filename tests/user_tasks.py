@@ -37,6 +37,29 @@ class TinyRegression(Task):
         return {}
 
 
+#: The hyperparameters of ``search_spaces/conditional.yaml``; :class:`ConfigReporting` reports which it got.
+CONDITIONAL_NAMES = ("model", "layers", "dropout", "hidden", "optimizer", "lr", "momentum")
+
+
+class ConfigReporting(TinyRegression):
+    """A Task that reports which of :data:`CONDITIONAL_NAMES` its ranks received (``val_received``: bit
+    ``i`` set for ``CONDITIONAL_NAMES[i]``) and a score that depends on them (``val_score``), so a
+    model-based searcher has something to fit. Takes any hyperparameter; its defaults hold none of those
+    names, so what the ranks received is what the searcher proposed."""
+
+    name = "config_reporting"
+    hyperparameters = ANY
+    defaults = {"batch_size": 16, "width": 4}
+    metric_names = ("received", "score")
+
+    def validation_step(self, model, batch, config):
+        sums = super().validation_step(model, batch, config)
+        samples = batch[1].shape[0]
+        received = sum(2**i for i, name in enumerate(CONDITIONAL_NAMES) if name in config)
+        score = float(config.get("lr", 0.0)) + (0.5 if config.get("optimizer") == "sgd" else 0.0)
+        return {**sums, "received": received * samples, "score": score * samples, "samples": samples}
+
+
 def shard_reporting_loop(config):
     """A plain Ray Train ``train_loop_per_worker``: reports its own rank's numbers and no ``epoch``."""
     import ray.train
