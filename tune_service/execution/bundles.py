@@ -15,7 +15,9 @@ the optimizer's hyperparameters), and trains each group on a free gang with
   and they form the next bundle on the next free gang.
 - Each member's report (and checkpoint, in the shared loop's format) reaches its own trial, and that
   trial's word (go on, or stopped by the scheduler) reaches the bundle before it trains on. Members
-  report in the order they joined. A stopped member leaves the bundle; the others go on. A member whose
+  report in the order Tune created their trials (:func:`member_name` carries it to the broker), so a
+  scheduler that decides by order of arrival (ASHA) decides the same for the same bundle, whatever order
+  the members' actors started in. A stopped member leaves the bundle; the others go on. A member whose
   losses are not finite leaves it too, and its trial fails with the reason.
 - A member that starts from a checkpoint (retried, or resumed after the driver died) trains alone on a
   gang, with the shared loop, from that checkpoint, exactly as a warm trial resumes.
@@ -68,6 +70,8 @@ class _Member:
     config: TrialConfig
     checkpoint: Any
     key: str
+    #: The trial's number in the sweep (:func:`member_number`): the order members report in.
+    number: int = 0
     joined: float = field(default_factory=time.monotonic)
     #: To the trial: ``("report", metrics, files)``, ``("end",)`` or ``("failed", error)``.
     mailbox: queue.Queue = field(default_factory=queue.Queue)
@@ -81,6 +85,20 @@ def bundle_group(config: TrialConfig) -> str:
     from tune_service.training.fused import bundle_key
 
     return f"{bundle_key(config.hparams)}|{config.settings!r}|{config.epochs}|{config.seed}"
+
+
+def member_name(trial: Any) -> str:
+    """A bundle member's Tune trial name (``trial_name_creator``), which its actor can read: its number
+    in the sweep, which Tune keeps in the driver only (the experiment tag), and its id."""
+    from tune_service.tracking.naming import trial_number
+
+    return f"member_{trial_number(trial) or 0:05d}_{trial.trial_id}"
+
+
+def member_number(name: str) -> int:
+    """The trial's number in a name :func:`member_name` made (0 for another name)."""
+    parts = name.split("_")
+    return int(parts[1]) if len(parts) == 3 and parts[0] == "member" and parts[1].isdigit() else 0
 
 
 class BundleBroker:
@@ -104,9 +122,11 @@ class BundleBroker:
         self._busy = 0
         threading.Thread(target=self._schedule, name="bundles", daemon=True).start()
 
-    def join(self, trial_id: str, config: TrialConfig, checkpoint: Any = None) -> None:
-        """The trial ``trial_id`` waits for a bundle (alone, from ``checkpoint``, when one is given)."""
-        member = _Member(trial_id, config, checkpoint, "" if checkpoint is not None else bundle_group(config))
+    def join(self, trial_id: str, config: TrialConfig, checkpoint: Any = None, number: int = 0) -> None:
+        """The trial ``trial_id`` (the sweep's ``number``-th) waits for a bundle (alone, from ``checkpoint``,
+        when one is given)."""
+        key = "" if checkpoint is not None else bundle_group(config)
+        member = _Member(trial_id, config, checkpoint, key, number)
         with self._changed:
             self._members[trial_id] = member
             self._waiting.append(member)
@@ -140,8 +160,9 @@ class BundleBroker:
             threading.Thread(target=self._run, args=(gang, group), daemon=True).start()
 
     def _ready_group(self) -> list[_Member] | None:
-        """The members to train next, oldest first: a member from a checkpoint alone; else ``size`` members
-        of one group, or fewer once none has joined it for ``gather_s`` (see :data:`GATHER_S`)."""
+        """The members to train next: a member from a checkpoint alone; else the ``size`` oldest members of
+        one group, or fewer once none has joined it for ``gather_s`` (see :data:`GATHER_S`), in the order
+        of their trials' numbers."""
         groups: dict[str, list[_Member]] = {}
         for member in self._waiting:
             if not member.key:
@@ -151,7 +172,7 @@ class BundleBroker:
         for members in groups.values():
             quiet = now - members[-1].joined >= self.gather_s
             if len(members) >= self.size or quiet or now - members[0].joined >= MOST_GATHER_S:
-                return members[: self.size]
+                return sorted(members[: self.size], key=lambda member: member.number)
         return None
 
     def _run(self, gang: Gang | None, group: list[_Member]) -> None:
@@ -222,9 +243,10 @@ class BundleMember(SweepTrial):
         from ray import tune
 
         broker = ray.get_actor(self.broker)
-        trial_id = tune.get_context().get_trial_id()
+        context = tune.get_context()
+        trial_id = context.get_trial_id()
         start = None if attempt.start is None else attempt.start.checkpoint
-        ray.get(broker.join.remote(trial_id, attempt.config, start))
+        ray.get(broker.join.remote(trial_id, attempt.config, start, member_number(context.get_trial_name())))
         while True:
             item = ray.get(broker.next.remote(trial_id))
             if item[0] == "end":

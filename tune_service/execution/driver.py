@@ -16,7 +16,7 @@ from tune_service import redaction
 from tune_service.display import LiveView
 from tune_service.errors import TuneServiceError
 from tune_service.execution.connect import init_ray
-from tune_service.execution.bundles import BundleMember, member_resources, start_broker
+from tune_service.execution.bundles import BundleMember, member_name, member_resources, start_broker
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
 from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
@@ -175,6 +175,8 @@ def build_tuner(
         num_samples=plan.num_trials,
         max_concurrent_trials=plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
+        # a bundle member's number reaches its actor in its name: the order members report in
+        trial_name_creator=member_name if plan.bundle_size > 1 else None,
         # A warm trial's actor (and with it its placement group and gang) serves the slot's next trial.
         reuse_actors=plan.warm_gangs,
     )

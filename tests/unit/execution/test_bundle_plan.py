@@ -75,3 +75,13 @@ def test_a_w_and_b_program_is_never_fused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: execution.bundle: 4: bundles fuse a Task's trials; this sweep runs a W&B program "
                    "(a process of its own)"]
+
+
+def test_a_members_trial_name_carries_its_number_in_the_sweep_to_its_actor():
+    from types import SimpleNamespace
+
+    from tune_service.execution.bundles import member_name, member_number
+
+    trial = SimpleNamespace(trial_id="ab12cd34", experiment_tag="12_lr=0.01")
+    assert member_number(member_name(trial)) == 12
+    assert member_number("warm_trial_ab12cd34") == 0  # not a member's name: no number, reported first
