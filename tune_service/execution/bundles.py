@@ -37,15 +37,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tune_service.errors import Problem, SpecError
 from tune_service.execution.gang import Gang, GangSettings
 from tune_service.execution.rank import BUNDLE_MEMBERS
 from tune_service.execution.sweep_trial import Attempt, SweepTrial
 from tune_service.spec import SweepSpec
-from tune_service.tasks import Task
 from tune_service.training.trial_config import TrialConfig
+
+if TYPE_CHECKING:  # a member's actor imports this module: torch (the tasks' base) stays out of it
+    from tune_service.tasks import Task
 
 logger = logging.getLogger(__name__)
 
