@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
-from ray.tune.schedulers import TrialScheduler
 
 import tune_service
 from tune_service import cli
 from tune_service.experiment.checkpoints import checkpointed_report
 from tune_service.experiment.layout import read_trial_results, trial_results_file
 from tune_service.spec.training import TrainingSettings
-from tune_service.search.asha import PromotingASHA
 from tune_service.tasks import resolve_task
 from tune_service.tasks.digits import Digits
 from tune_service.training.context import LocalContext
@@ -31,6 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
 #: lr 1e12 diverges in its first epoch.
 LRS = [0.05, 0.2, 0.01, 1e12]
 MAX_T = 3
+#: One concurrency slot (a rank takes both CPUs): the four members in one bundle, or one trial at a time.
+ONE_SLOT = {"resources": {"workers": 1, "cpus_per_worker": 2}}
 
 
 def bundled_spec(**extra) -> dict:
@@ -52,32 +51,21 @@ def alone(lr: float, epochs: int) -> list[dict]:
     return context.reports
 
 
-def asha_epochs_in_order(reports: dict[float, list[dict]]) -> dict[float, int]:
-    """How many epochs each trial runs when ASHA (the spec's) hears every trial's epoch, epoch by epoch, in
-    the order of ``reports``."""
-    asha = PromotingASHA("epoch", MAX_T, grace_period=1, reduction_factor=2)
-    asha.set_search_properties("val_loss", "min")
-    epochs = dict.fromkeys(reports, MAX_T)
-    for epoch in range(1, MAX_T + 1):
-        for lr, trial_reports in reports.items():
-            if epochs[lr] >= epoch:
-                decision = asha.on_trial_result(None, SimpleNamespace(trial_id=str(lr)), trial_reports[epoch - 1])
-                epochs[lr] = epoch if decision == TrialScheduler.STOP else epochs[lr]
-    return epochs
-
-
 def test_a_bundles_members_are_trials_of_their_own_that_asha_stops_one_by_one(ray_cluster, tmp_path):
-    result = tune_service.run(bundled_spec(), storage=tmp_path, name="bundled", verbose=0)
+    result = tune_service.run({**bundled_spec(), **ONE_SLOT}, storage=tmp_path, name="bundled", verbose=0)
     trials = {t.config["lr"]: t for t in result.trials}
     assert sorted(trials) == sorted(LRS)
     diverged = trials[1e12]
     assert diverged.status == "failed" and "non-finite loss at epoch 1" in diverged.error  # it alone ended
     finite = [trials[lr] for lr in LRS if lr != 1e12]
     assert {t.status for t in finite} == {"completed", "stopped"}  # ASHA stopped some members, not the bundle
-    # members report in the order of their trials (the grid's), whatever order their actors started in:
-    # ASHA's decisions are those it makes on the members' reports, alone, in that order
+    # Members report in the order of their trials (the grid's), whatever order their actors started in,
+    # so ASHA decides as in the same sweep without bundles, its trials run one at a time in that order
+    unbundled = tune_service.run({**bundled_spec(), **ONE_SLOT, "execution": {}}, storage=tmp_path,
+                                 name="unbundled", verbose=0)
+    assert {t.config["lr"]: (t.status, t.epochs) for t in unbundled.trials} == {
+        lr: (t.status, t.epochs) for lr, t in trials.items()}
     alone_reports = {lr: alone(lr, MAX_T) for lr in LRS if lr != 1e12}
-    assert {lr: trials[lr].epochs for lr in alone_reports} == asha_epochs_in_order(alone_reports)
     experiment = Path(result.experiment_dir)
     for trial in finite:
         reports = read_trial_results(trial_results_file(experiment, trial.trial_id))
