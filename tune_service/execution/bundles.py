@@ -43,7 +43,7 @@ from tune_service.errors import Problem, SpecError
 from tune_service.execution.gang import Gang, GangSettings
 from tune_service.execution.rank import BUNDLE_MEMBERS
 from tune_service.execution.sweep_trial import Attempt, SweepTrial
-from tune_service.spec import SweepSpec
+from tune_service.spec import ResourceSpec, SweepSpec
 from tune_service.training.trial_config import TrialConfig
 
 if TYPE_CHECKING:  # a member's actor imports this module: torch (the tasks' base) stays out of it
@@ -277,11 +277,14 @@ def _write_checkpoint(trial_dir: str, files: dict[str, bytes]) -> Path:
     return directory
 
 
-def start_broker(gang: GangSettings, size: int, slots: int, secrets: Any = None) -> tuple[Any, str]:
+def start_broker(spec: SweepSpec, size: int, slots: int, secrets: Any = None) -> tuple[Any, str]:
     """Start the sweep's :class:`BundleBroker` as a named Ray actor (its members find it by name); returns
-    its handle and name. It holds no resources; ``ray.kill`` it at the sweep's end (its gangs go with it)."""
+    its handle and name. Its gangs are of one rank, as ``spec`` sizes it, holding nothing (the members
+    hold the rank's resources: :func:`member_resources`). It holds no resources itself; ``ray.kill`` it at
+    the sweep's end (its gangs go with it)."""
     import ray
 
+    gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_resources=False)
     name = f"tune_service_bundles_{uuid.uuid4().hex[:12]}"
     # Every member waits in a call of its own (next), beside its joins and words.
     calls = 3 * size * slots + 8
@@ -366,11 +369,13 @@ def _random_state_kept() -> Iterator[None]:
         torch.set_rng_state(states[2])
 
 
-def member_resources(gang: GangSettings, size: int) -> Any:
+def member_resources(resources: ResourceSpec, size: int) -> Any:
     """Tune's resource request of a bundle member: its share (1 / ``size``) of one rank's CPUs and GPUs.
     ``size`` members hold what the gang that trains them uses; the gang's rank holds nothing itself."""
     from ray import tune
 
-    r = gang.resources
-    share = {"CPU": r.cpus_per_worker / size, **({"GPU": r.gpus_per_worker / size} if r.gpus_per_worker else {})}
+    share = {
+        "CPU": resources.cpus_per_worker / size,
+        **({"GPU": resources.gpus_per_worker / size} if resources.gpus_per_worker else {}),
+    }
     return tune.PlacementGroupFactory([share])

@@ -141,7 +141,7 @@ def build_tuner(
             if bundle_broker is None:
                 raise TuneServiceError("build_tuner: a sweep of bundles needs its broker (bundles.start_broker)")
             template = BundleMember(**{**shared, "task": SealedTask.of(plan.task)}, broker=bundle_broker)
-            resources = member_resources(gang, plan.bundle_size)
+            resources = member_resources(spec.resources, plan.bundle_size)
         elif plan.runs_program:
             template = ProgramTrial(
                 **shared,
@@ -355,9 +355,8 @@ def _execute(
             )
         broker_name = None
         if plan.bundle_size > 1:
-            gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_resources=False)
             broker, broker_name = start_broker(
-                gang, plan.bundle_size, plan.slots, redaction.Fingerprints.of_environment()
+                spec, plan.bundle_size, plan.slots, redaction.Fingerprints.of_environment()
             )
         recipe = build_tuner(
             plan,

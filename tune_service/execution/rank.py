@@ -101,7 +101,7 @@ class GangContext:
         worker = self._worker
         go_on = True
         if worker.rank == 0:
-            go_on = worker.hand_over(self.token, (metrics,), metrics, checkpoint_dir)
+            go_on = worker.hand_over(self.token, metrics, checkpoint_dir)
         if worker.world_size > 1:
             import torch
             import torch.distributed as dist
@@ -211,7 +211,7 @@ class RankWorker:
 
         def report(member: int, metrics: dict[str, Any], checkpoint: Path | None) -> bool:
             metrics = {**metrics, BUNDLE_MEMBERS: len(configs)}  # the results say which trials were fused
-            return self.hand_over(token, (member, metrics), metrics, checkpoint)
+            return self.hand_over(token, metrics, checkpoint, member=member)
 
         try:
             with redacted_errors(self.secrets), redacted_output(self.secrets):
@@ -239,14 +239,17 @@ class RankWorker:
             _freeze_survivors()  # the modules that the first run imported, its data
         self.trials_run += 1
 
-    def hand_over(self, token: str, report: tuple, metrics: dict[str, Any], checkpoint_dir: Path | None) -> bool:
-        """Rank 0: hand ``report`` (with ``checkpoint_dir``'s path added, or None) to the trial and wait for
-        its word (go on: True). The checkpoint directory gets the report's ``metrics`` written beside it
-        (the report travels with its checkpoint, see checkpoints.py) and is removed once the word came:
-        the trial has copied it by then."""
+    def hand_over(
+        self, token: str, metrics: dict[str, Any], checkpoint_dir: Path | None, member: int | None = None
+    ) -> bool:
+        """Rank 0: hand a report to the trial (``(metrics, checkpoint path or None)``; a bundle's
+        ``member`` first) and wait for its word (go on: True). The checkpoint directory gets the
+        ``metrics`` written beside it (the report travels with its checkpoint, see checkpoints.py) and is
+        removed once the word came: the trial has copied it by then."""
         if checkpoint_dir is not None:
             (checkpoint_dir / CHECKPOINT_REPORT_FILE).write_text(json.dumps(metrics, default=str))
-        self.outbox.put((token, (*report, None if checkpoint_dir is None else str(checkpoint_dir))))
+        report = (metrics, None if checkpoint_dir is None else str(checkpoint_dir))
+        self.outbox.put((token, report if member is None else (member, *report)))
         try:
             return _take(self.inbox, token)
         finally:
