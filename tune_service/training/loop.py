@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from tune_service.errors import TaskError
 from tune_service.tasks import Task
 from tune_service.training.checkpoint import save_checkpoint
 from tune_service.training.context import RayTrainContext, TrainContext
@@ -268,12 +269,27 @@ def _optimizer_step(run: TrainingRun) -> None:
 
 def _loss_and_samples(result: Any, batch: Any) -> tuple[torch.Tensor, Any]:
     """A training step's ``loss`` or ``(loss, samples)``; the samples counted from the batch if not given."""
-    return step_loss(result), result[1] if isinstance(result, (tuple, list)) else count_samples(batch)
+    loss, samples = split_step_result(result)
+    return loss, samples if samples is not None else count_samples(batch)
 
 
 def step_loss(result: Any) -> torch.Tensor:
     """The loss of a training step's result (``loss`` or ``(loss, samples)``)."""
-    return result[0] if isinstance(result, (tuple, list)) else result
+    return split_step_result(result)[0]
+
+
+def split_step_result(result: Any) -> tuple[torch.Tensor, Any]:
+    """A training step's result as ``(loss, samples)``, the samples None when the step returned the loss
+    alone. A tuple or list of another length is the task's error, said in one line (not a step that
+    trains on whatever its second item is)."""
+    if not isinstance(result, (tuple, list)):
+        return result, None
+    if len(result) != 2:
+        raise TaskError(
+            f"training_step returned a {type(result).__name__} of {len(result)} items; "
+            "it returns the loss, or (loss, samples)"
+        )
+    return result[0], result[1]
 
 
 def _length(loader: DataLoader) -> int | None:
