@@ -29,7 +29,7 @@ print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"nccl\", torc
       \"gpus\", torch.cuda.device_count(), torch.cuda.get_device_name(0), \"ray\", ray.__version__)"'
 step fused_bundles 210 python3 bench/run.py fused_bundles $quick
 step gpu_packing 150 python3 bench/run.py gpu_packing $quick
-step gpu_tests 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/integration/test_packed_trials.py \
+step gpu_tests 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/integration/test_packed_trials.py tests/integration/test_bundles.py \
     tests/training/test_fused.py $([ -n "$quick" ] || echo tests/training tests/integration/test_gangs.py)
 results=bench/results${quick:+/quick}
 cp "$results/fused_bundles.json" "$results/gpu_packing.json" "$out/" 2>/dev/null

@@ -139,3 +139,17 @@ def test_a_driver_killed_mid_bundle_resumes_each_member_from_its_own_checkpoint(
         assert [r["epoch"] for r in reports].count(1) <= 1  # (Tune may rewrite a restored trial's result file)
         first_alone = next(index for index, r in enumerate(reports) if r["bundle_members"] == 1)
         assert all(r["bundle_members"] == 1 for r in reports[first_alone:])  # no bundle formed again after it
+
+
+@pytest.mark.gpu
+def test_a_bundle_trains_its_members_fused_on_its_ranks_own_gpu(ray_cluster, tmp_path):
+    """On a GPU (skipped without one): the gang's rank holds the GPU (Ray gives it its own), the members
+    a share of its CPUs, and the four train as one bundle, each a trial of its own."""
+    spec = {**bundled_spec(), "parameters": {"lr": {"values": [0.05, 0.2, 0.01, 0.1]}, "optimizer": {"value": "sgd"}},
+            "resources": {"workers": 1, "cpus_per_worker": 2, "gpus_per_worker": 1}}
+    result = tune_service.run(spec, storage=tmp_path, name="on_gpu", verbose=0)
+    assert {t.status for t in result.trials} <= {"completed", "stopped"} and len(result.trials) == 4
+    experiment = Path(result.experiment_dir)
+    members = [r["bundle_members"] for t in result.trials for r in read_trial_results(
+        trial_results_file(experiment, t.trial_id))]
+    assert max(members) == 4

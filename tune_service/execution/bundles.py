@@ -1,7 +1,7 @@
 """``execution: {bundle: K}``: trials of one architecture trained K at a time as one fused job, each still a
 trial of its own to Tune, the searcher, the scheduler, wandb and the results.
 
-Every member is a Tune trial (:class:`BundleMember`) that holds no resources: it hands its config to the
+Every member is a Tune trial (:class:`BundleMember`) that holds a share of a rank's CPUs: it hands its config to the
 sweep's :class:`BundleBroker` (one Ray actor per sweep, started by the driver) and relays the reports
 the broker hands back, as a warm trial relays its gang's. The broker holds the resources: up to one
 warm gang of one rank per concurrency slot, and Tune runs K members per slot. It groups waiting members
@@ -279,12 +279,12 @@ def _write_checkpoint(trial_dir: str, files: dict[str, bytes]) -> Path:
 
 def start_broker(spec: SweepSpec, size: int, slots: int, secrets: Any = None) -> tuple[Any, str]:
     """Start the sweep's :class:`BundleBroker` as a named Ray actor (its members find it by name); returns
-    its handle and name. Its gangs are of one rank, as ``spec`` sizes it, holding nothing (the members
-    hold the rank's resources: :func:`member_resources`). It holds no resources itself; ``ray.kill`` it at
+    its handle and name. Its gangs are of one rank, as ``spec`` sizes it, holding the rank's GPUs but not
+    its CPUs (the members hold those: :func:`member_resources`). It holds no resources itself; ``ray.kill`` it at
     the sweep's end (its gangs go with it)."""
     import ray
 
-    gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_resources=False)
+    gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_cpus=False)
     name = f"tune_service_bundles_{uuid.uuid4().hex[:12]}"
     # Every member waits in a call of its own (next), beside its joins and words.
     calls = 3 * size * slots + 8
@@ -370,12 +370,9 @@ def _random_state_kept() -> Iterator[None]:
 
 
 def member_resources(resources: ResourceSpec, size: int) -> Any:
-    """Tune's resource request of a bundle member: its share (1 / ``size``) of one rank's CPUs and GPUs.
-    ``size`` members hold what the gang that trains them uses; the gang's rank holds nothing itself."""
+    """Tune's resource request of a bundle member: its share (1 / ``size``) of one rank's CPUs. ``size``
+    members hold the CPUs of the gang that trains them; its rank holds its GPUs itself, so that Ray gives
+    it a GPU of its own (:class:`~tune_service.execution.gang.GangSettings`)."""
     from ray import tune
 
-    share = {
-        "CPU": resources.cpus_per_worker / size,
-        **({"GPU": resources.gpus_per_worker / size} if resources.gpus_per_worker else {}),
-    }
-    return tune.PlacementGroupFactory([share])
+    return tune.PlacementGroupFactory([{"CPU": resources.cpus_per_worker / size}])

@@ -43,9 +43,17 @@ class GangSettings:
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     #: ``limits.progress_s``: the longest a trial may go without a report (None: no limit).
     progress_s: float | None = None
-    #: Whether the ranks hold their CPUs and GPUs in Ray. A bundle's gang does not: the bundle's members
-    #: (Tune trials) hold them, a share each (:mod:`~tune_service.execution.bundles`).
-    holds_resources: bool = True
+    #: Whether the ranks hold their CPUs in Ray. A bundle's gang does not: the bundle's members (Tune
+    #: trials) hold them, a share each (:mod:`~tune_service.execution.bundles`). A rank always holds its
+    #: GPUs: Ray then shows it its own (``CUDA_VISIBLE_DEVICES``), where a rank holding none would see
+    #: every GPU of its node and train on the first.
+    holds_cpus: bool = True
+
+    @property
+    def held(self) -> ResourceSpec:
+        """What each rank holds in Ray: the spec's CPUs and GPUs per rank, less the CPUs when the ranks
+        do not hold them (:attr:`holds_cpus`)."""
+        return self.resources if self.holds_cpus else dataclasses.replace(self.resources, cpus_per_worker=0)
 
     @property
     def collective_timeout_s(self) -> float:
@@ -96,10 +104,9 @@ class Gang:
 
         started = time.monotonic()
         r = settings.resources
-        held = r if settings.holds_resources else dataclasses.replace(r, cpus_per_worker=0, gpus_per_worker=0)
         ranks = place_ranks(
             worker,
-            held,
+            settings.held,
             placement_group,
             lambda rank: (rank, r.workers, settings.backend, settings.collective_timeout_s, secrets),
             max_concurrency=_RANK_CONCURRENCY,

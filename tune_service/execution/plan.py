@@ -51,7 +51,7 @@ class SweepPlan:
         plan = self
         if self.spec.resources.gpus_auto and self.packing is None and cluster.gpus < 1:
             plan = plan.packed_as(without_gpu())  # nothing to measure: CPU trials
-        # A bundle's members hold 1/K of a slot each (its gang holds nothing): K members per slot at once.
+        # A bundle's members hold 1/K of a slot's CPUs each (its gang's rank its GPUs): K members per slot.
         slots = max_concurrent_trials(plan.spec.resources, cluster)
         concurrent = min(slots * plan.bundle_size, plan.num_trials)
         return replace(plan, cluster=cluster, max_concurrent=concurrent)

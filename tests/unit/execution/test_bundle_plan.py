@@ -85,3 +85,17 @@ def test_a_members_trial_name_carries_its_number_in_the_sweep_to_its_actor():
     trial = SimpleNamespace(trial_id="ab12cd34", experiment_tag="12_lr=0.01")
     assert member_number(member_name(trial)) == 12
     assert member_number("warm_trial_ab12cd34") == 0  # not a member's name: no number, reported first
+
+
+def test_a_bundles_rank_holds_its_gpu_and_its_members_the_cpus():
+    """A rank that held no GPU would see every GPU of its node and train on the first; members hold only
+    their share of the rank's CPUs, so K of them run per slot."""
+    from tune_service.execution.bundles import member_resources
+    from tune_service.execution.gang import GangSettings
+    from tune_service.spec import ResourceSpec
+
+    resources = ResourceSpec(workers=1, cpus_per_worker=2, gpus_per_worker=1)
+    held = GangSettings(resources, holds_cpus=False).held
+    assert (held.cpus_per_worker, held.gpus_per_worker) == (0, 1)
+    assert member_resources(resources, 4).bundles == [{"CPU": 0.5}]
+    assert GangSettings(resources).held == resources  # a warm trial's gang holds all of it
