@@ -1,10 +1,11 @@
 """``execution: {bundle: K}``: trials of one architecture trained K at a time as one fused job, each still a
 trial of its own to Tune, the searcher, the scheduler, wandb and the results.
 
-Every member is a Tune trial (:class:`BundleMember`) that holds a share of a rank's CPUs: it hands its config to the
-sweep's :class:`BundleBroker` (one Ray actor per sweep, started by the driver) and relays the reports
-the broker hands back, as a warm trial relays its gang's. The broker holds the resources: up to one
-warm gang of one rank per concurrency slot, and Tune runs K members per slot. It groups waiting members
+Every member is a Tune trial (:class:`BundleMember`) that holds 1/K of a rank's CPUs: it hands its config
+to the sweep's :class:`BundleBroker` (one Ray actor per sweep, started by the driver) and relays the
+reports the broker hands back, as a warm trial relays its gang's. The broker keeps up to one warm gang of
+one rank per concurrency slot (the rank holds its GPUs; the members its CPUs), and Tune runs K members
+per slot. It groups waiting members
 whose configs may share a bundle (:func:`~tune_service.training.fused.bundle_key`: they differ only in
 the optimizer's hyperparameters), and trains each group on a free gang with
 :func:`~tune_service.training.fused.fit_bundle`:
@@ -106,7 +107,7 @@ def member_number(name: str) -> int:
 class BundleBroker:
     """The sweep's bundles: members join (:meth:`join`), take what their bundle hands them (:meth:`next`)
     and give their word on each report (:meth:`decide`). Run as a threaded Ray actor holding no resources;
-    its gangs hold the sweep's (one rank each, the spec's per-rank CPUs and GPUs).
+    its gangs are of one rank each, holding the rank's GPUs (the members hold its CPUs).
 
     Args:
         gang: what each gang is made of (one rank).
@@ -280,8 +281,8 @@ def _write_checkpoint(trial_dir: str, files: dict[str, bytes]) -> Path:
 def start_broker(spec: SweepSpec, size: int, slots: int, secrets: Any = None) -> tuple[Any, str]:
     """Start the sweep's :class:`BundleBroker` as a named Ray actor (its members find it by name); returns
     its handle and name. Its gangs are of one rank, as ``spec`` sizes it, holding the rank's GPUs but not
-    its CPUs (the members hold those: :func:`member_resources`). It holds no resources itself; ``ray.kill`` it at
-    the sweep's end (its gangs go with it)."""
+    its CPUs (the members hold those: :func:`member_resources`). It holds no resources itself; ``ray.kill``
+    it at the sweep's end (its gangs go with it)."""
     import ray
 
     gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s, holds_cpus=False)

@@ -1,7 +1,7 @@
-"""A warm trial's actor (and a bundle member's) only passes its task on to the gang's ranks: unpickling the trial function that
-Tune ships to it, and the ranks' actor class it creates them from, import neither the task's module nor
-torch (1.3 s of CPU at every trial actor's start, about 250 MiB of its memory); the ranks open the
-sealed task."""
+"""A warm trial's actor (and a bundle member's) only passes its task on to the gang's ranks: unpickling
+the trial function that Tune ships to it, and the ranks' actor class it creates them from, import neither
+the task's module nor torch (1.3 s of CPU at every trial actor's start, about 250 MiB of its memory); the
+ranks open the sealed task."""
 
 from __future__ import annotations
 
