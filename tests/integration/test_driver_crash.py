@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import signal
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import yaml
 
 import tune_service
 from tune_service import cli
-from tune_service.experiment.checkpoints import checkpointed_report
+from tune_service.experiment.checkpoints import checkpointed_report, newest_checkpoint
+from tune_service.experiment.stand_ins import STAND_IN_FILE
 from tune_service.tasks.digits import load_digits_tensors
 from driver_process import command_line, signal_driver_when, still_running
 
@@ -71,8 +73,18 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
     # is cut in half. Resuming needs the last good copy of it.
     state = max(experiment.glob("experiment_state-*.json"))
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    # As if Tune's num_to_keep had deleted the checkpoint that its saved state names for the killed trial (a
+    # fast trial writes several between two saves of the state): only the newest is left, at a later index.
+    # Tune's restore checks that the checkpoint it names exists (tune_service.experiment.stand_ins).
+    trial_dir = next(d for d in experiment.glob("trial_*") if (checkpointed_report(str(d)) or {}).get(
+        "val_score", 0) == pytest.approx(KILLED_DURING, abs=1e-4))
+    newest = Path(newest_checkpoint(str(trial_dir)).path)
+    for stale in set(trial_dir.glob("checkpoint_*")) - {newest}:
+        shutil.rmtree(stale)
+    newest.rename(trial_dir / f"checkpoint_{int(newest.name.split('_')[1]) + 8:06d}")
 
     assert cli.main(["--resume", str(experiment)]) == 0
+    assert not list(experiment.glob(f"trial_*/checkpoint_*/{STAND_IN_FILE}"))  # removed at the sweep's end
     result = tune_service.load_results(experiment)
     epochs = {t.config["quality"]: t.epochs for t in result.records}
     assert epochs == EPOCHS_WITHOUT_A_CRASH  # ASHA decided as it would have without the crash

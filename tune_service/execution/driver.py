@@ -27,7 +27,7 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.termination import Termination
 from tune_service.execution.trial_actors import trial_actors_on_ready_workers
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
-from tune_service.experiment import layout, saving
+from tune_service.experiment import stand_ins, layout, saving
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.ray_internals import private, set_tune_trial_environment
@@ -350,6 +350,8 @@ def _execute(
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
+            # where Tune's state may name a checkpoint its num_to_keep deleted before the driver died
+            stand_ins.put_stand_ins(*((remote.path, remote.filesystem) if remote else (str(experiment_dir),)))
             recorded = replay.read_recorded(
                 experiment_dir, (remote.filesystem, remote.path) if remote else None, spec.scheduler.time_attr
             )
@@ -395,6 +397,8 @@ def _execute(
             view or contextlib.nullcontext(),
         ):
             grid = tuner.fit()
+        if restore:
+            stand_ins.remove_stand_ins(*((remote.path, remote.filesystem) if remote else (str(experiment_dir),)))
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}
