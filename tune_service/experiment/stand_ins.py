@@ -53,9 +53,9 @@ def put_stand_ins(experiment_path: str, filesystem: Any = None) -> int:
 
 
 def remove_stand_ins(experiment_path: str, filesystem: Any = None) -> int:
-    """Remove every stand-in :func:`put_stand_ins` put in ``experiment_path`` and that still holds its one
-    file only. Tune numbers a resumed trial's new checkpoints from its state, so it may have written one
-    into a stand-in's directory: that one is a checkpoint now, and stays. Returns how many it removed."""
+    """Remove every stand-in :func:`put_stand_ins` put in ``experiment_path``. Tune numbers a resumed
+    trial's new checkpoints from its state, so it may have written one into a stand-in's directory: that
+    directory is a checkpoint now, and only the stand-in's file goes. Returns how many stand-ins went."""
     from pyarrow import fs as pafs
 
     filesystem = _filesystem(filesystem)
@@ -63,10 +63,14 @@ def remove_stand_ins(experiment_path: str, filesystem: Any = None) -> int:
     for trial_path in _trial_paths(experiment_path, filesystem):
         for index in _checkpoint_indices(trial_path, filesystem):
             path = f"{trial_path}/checkpoint_{index:06d}"
-            held = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
-            if [entry.base_name for entry in held] == [STAND_IN_FILE]:
+            held = [entry.base_name for entry in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))]
+            if STAND_IN_FILE not in held:
+                continue
+            if held == [STAND_IN_FILE]:
                 filesystem.delete_dir(path)
-                removed += 1
+            else:
+                filesystem.delete_file(f"{path}/{STAND_IN_FILE}")
+            removed += 1
     return removed
 
 

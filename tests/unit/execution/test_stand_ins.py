@@ -31,8 +31,9 @@ def test_every_missing_index_below_the_newest_gets_a_stand_in_that_the_trials_ow
     # Tune numbers a resumed trial's checkpoints from its state: the next one may land in a stand-in's place
     (trial / "checkpoint_000003" / "state.pt").write_bytes(b"state")
     (trial / "checkpoint_000003" / CHECKPOINT_REPORT_FILE).write_text(json.dumps({"epoch": 8}))
-    assert remove_stand_ins(str(tmp_path)) == 4
+    assert remove_stand_ins(str(tmp_path)) == 5
     assert sorted(p.name for p in trial.iterdir()) == ["checkpoint_000003", "checkpoint_000005", "checkpoint_000006"]
+    assert sorted(p.name for p in (trial / "checkpoint_000003").iterdir()) == [CHECKPOINT_REPORT_FILE, "state.pt"]
 
 
 def test_stand_ins_reach_back_a_window_only(tmp_path):
