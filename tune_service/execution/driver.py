@@ -27,7 +27,7 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.termination import Termination
 from tune_service.execution.trial_actors import trial_actors_on_ready_workers
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
-from tune_service.experiment import stand_ins, layout, saving
+from tune_service.experiment import layout, saving, stand_ins
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.ray_internals import private, set_tune_trial_environment
