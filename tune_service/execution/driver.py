@@ -348,10 +348,12 @@ def _execute(
         ends = [callback for callback in (budget, timer) if callback is not None]
         callbacks = [statuses, state_keeper, progress, *ends] + ([tracker] if tracker else [])
         recorded = None
+        # where the trials' checkpoints are: the experiment's storage (path, pyarrow filesystem)
+        trials_stored = (remote.path, remote.filesystem) if remote else (str(experiment_dir), None)
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             # where Tune's state may name a checkpoint its num_to_keep deleted before the driver died
-            stand_ins.put_stand_ins(*((remote.path, remote.filesystem) if remote else (str(experiment_dir),)))
+            stand_ins.put_stand_ins(*trials_stored)
             recorded = replay.read_recorded(
                 experiment_dir, (remote.filesystem, remote.path) if remote else None, spec.scheduler.time_attr
             )
@@ -398,7 +400,7 @@ def _execute(
         ):
             grid = tuner.fit()
         if restore:
-            stand_ins.remove_stand_ins(*((remote.path, remote.filesystem) if remote else (str(experiment_dir),)))
+            stand_ins.remove_stand_ins(*trials_stored)
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}

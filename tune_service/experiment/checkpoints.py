@@ -26,6 +26,17 @@ TRAIN_SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
 TRAIN_RUN_NAME = "ddp"
 
 
+def checkpoint_directories(trial_storage_path: str, filesystem: Any) -> list[str]:
+    """The names of the checkpoint directories in the trial's directory (on ``filesystem``, a pyarrow
+    filesystem), oldest first: Tune numbers them in order, with leading zeros (``checkpoint_000003``)."""
+    from pyarrow import fs as pafs
+
+    entries = filesystem.get_file_info(pafs.FileSelector(trial_storage_path, allow_not_found=True))
+    return sorted(
+        e.base_name for e in entries if e.type == pafs.FileType.Directory and e.base_name.startswith(_CHECKPOINT_PREFIX)
+    )
+
+
 @dataclass(frozen=True)
 class StoredCheckpoint:
     """One complete checkpoint: its directory on ``filesystem`` (a pyarrow filesystem) and its report."""
@@ -51,19 +62,10 @@ def newest_checkpoint(
 
     filesystem = filesystem or pafs.LocalFileSystem()
     try:
-        entries = filesystem.get_file_info(pafs.FileSelector(trial_storage_path, allow_not_found=True))
+        names = checkpoint_directories(trial_storage_path, filesystem)
     except OSError:
         return None
-    # Tune numbers checkpoint directories in order, with leading zeros: the newest sorts last.
-    names = sorted(
-        (
-            e.base_name
-            for e in entries
-            if e.type == pafs.FileType.Directory and e.base_name.startswith(_CHECKPOINT_PREFIX)
-        ),
-        reverse=True,
-    )
-    for name in names:
+    for name in reversed(names):
         path = f"{trial_storage_path}/{name}"
         try:
             if with_state and filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:

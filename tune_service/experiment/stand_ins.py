@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tune_service.experiment.checkpoints import checkpoint_directories
 from tune_service.experiment.layout import TRIAL_DIR_PREFIX
 
 #: The one file a stand-in holds; no checkpoint of the shared loop has it.
@@ -90,8 +91,5 @@ def _trial_paths(experiment_path: str, filesystem: Any) -> list[str]:
 
 
 def _checkpoint_indices(trial_path: str, filesystem: Any) -> list[int]:
-    from pyarrow import fs as pafs
-
-    entries = filesystem.get_file_info(pafs.FileSelector(trial_path, allow_not_found=True))
-    matches = (_CHECKPOINT.match(e.base_name) for e in entries if e.type == pafs.FileType.Directory)
-    return sorted(int(m["index"]) for m in matches if m)
+    matches = (_CHECKPOINT.match(name) for name in checkpoint_directories(trial_path, filesystem))
+    return [int(m["index"]) for m in matches if m]
