@@ -50,9 +50,10 @@ def test_cli_hyperopt_asha_sweep_end_to_end(ray_cluster, tmp_path, capsys):
 
 
 def test_bohb_sweep_with_hyperband_for_bohb(ray_cluster, tmp_path):
-    result = tune_service.run(ROOT / "search_spaces" / "bohb.yaml", storage=tmp_path, name="bohb",
-                              run_cap=3, overrides={"scheduler.max_t": 3}, verbose=0)
-    assert len(result.trials) == 3
+    known = {"lr": 0.003, "hidden": 64, "layers": 2, "weight_decay": 1e-4}  # the sweep's first trial
+    result = tune_service.run(ROOT / "search_spaces" / "bohb.yaml", storage=tmp_path, name="bohb", run_cap=3,
+                              overrides={"scheduler.max_t": 3, "points_to_evaluate": [known]}, verbose=0)
+    assert len(result.trials) == 3 and result.trials[0].config == known
     assert all(t.status in ("completed", "stopped") and t.epochs >= 1 for t in result.trials)
     # HyperBand-for-BOHB halves synchronously, so the dry-run's schedule is exact: 3 trials to epoch 1,
     # one of them on to epoch 3.

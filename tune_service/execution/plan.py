@@ -151,6 +151,15 @@ class SweepPlan:
         ]
         width = max((len(p.name) for p in s.parameters), default=0)
         lines += [f"  {p.name:<{width}}  {p.describe()}" for p in s.parameters] or ["  (none)"]
+        if s.points_to_evaluate:
+            lines.append(
+                f"known points {len(s.points_to_evaluate)}, run first (points_to_evaluate); the searcher "
+                f"learns from them as from its own"
+            )
+            lines += [
+                f"  {i}: " + " ".join(f"{k}={v!r}" for k, v in point.items())
+                for i, point in enumerate(s.points_to_evaluate)
+            ]
         sched = s.scheduler
         budget = (
             "no max_t: each program runs until it ends"

@@ -82,13 +82,13 @@ def _random(spec: SweepSpec):
     from tune_service.search.searchers import RandomSearch
 
     spaces.check_random(spec.parameters)
-    return RandomSearch(spec.parameters, seed=spec.seed)
+    return RandomSearch(spec.parameters, seed=spec.seed, points=_known_points(spec))
 
 
 def _grid(spec: SweepSpec):
     from tune_service.search.searchers import GridSearch
 
-    return GridSearch(spec.parameters, limit=spec.run_cap)
+    return GridSearch(spec.parameters, limit=spec.run_cap, points=_known_points(spec))
 
 
 def _hyperopt(spec: SweepSpec):
@@ -102,7 +102,14 @@ def _hyperopt(spec: SweepSpec):
         mode=spec.metric.mode,
         random_state_seed=spec.seed,
         n_initial_points=_initial_points(spec),
+        points_to_evaluate=_known_points(spec) or None,
     )
+
+
+def _known_points(spec: SweepSpec) -> list[dict[str, Any]]:
+    """The spec's ``points_to_evaluate`` in the searcher's own terms: it suggests them first, and learns
+    from them as from its own suggestions."""
+    return spaces.native_points(spec.searcher, spec.parameters, spec.points_to_evaluate)
 
 
 def _initial_points(spec: SweepSpec) -> int:
@@ -130,7 +137,14 @@ def _bohb(spec: SweepSpec):
 
     space = spaces.config_space(spec.parameters, seed=spec.seed)
     return OwnNumpyRandom(
-        TuneBOHB(space=space, metric=spec.metric.name, mode=spec.metric.mode, seed=spec.seed), spec.seed
+        TuneBOHB(
+            space=space,
+            metric=spec.metric.name,
+            mode=spec.metric.mode,
+            seed=spec.seed,
+            points_to_evaluate=_known_points(spec) or None,
+        ),
+        spec.seed,
     )
 
 
@@ -152,7 +166,13 @@ def _optuna(spec: SweepSpec):
     sampler = optuna.samplers.TPESampler(
         seed=spec.seed, n_startup_trials=min(10, _initial_points(spec)), multivariate=True, constant_liar=True
     )
-    return OptunaSearch(space=space, metric=spec.metric.name, mode=spec.metric.mode, sampler=sampler)
+    return OptunaSearch(
+        space=space,
+        metric=spec.metric.name,
+        mode=spec.metric.mode,
+        sampler=sampler,
+        points_to_evaluate=_known_points(spec) or None,
+    )
 
 
 _SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {

@@ -19,7 +19,39 @@ from tune_service.spec.parameters import ParameterSpec
 
 
 class _Unguided(Searcher):
-    """A searcher whose suggestions do not depend on results."""
+    """A searcher whose suggestions do not depend on results: the known ``points`` first (the spec's
+    ``points_to_evaluate``), then its own. Its state is how many points it has handed out, and its own."""
+
+    def __init__(self, points: Sequence[dict[str, Any]] = ()):
+        super().__init__()
+        self.points = [dict(point) for point in points]
+        self.points_given = 0
+
+    # Ray annotates suggest as dict | None, though its docstring and Tune take Searcher.FINISHED (a str) too
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
+        if self.points_given < len(self.points):
+            self.points_given += 1
+            return dict(self.points[self.points_given - 1])
+        return self.own_suggestion()
+
+    def own_suggestion(self) -> dict[str, Any] | str | None:
+        raise NotImplementedError
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump({"points_given": self.points_given, "own": self.own_state()}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        self.points_given = state["points_given"]
+        self.restore_own_state(state["own"])
+
+    def own_state(self) -> Any:
+        raise NotImplementedError
+
+    def restore_own_state(self, state: Any) -> None:
+        raise NotImplementedError
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pass
@@ -29,50 +61,49 @@ class RandomSearch(_Unguided):
     """Independent draws from the declared distributions (:func:`tune_service.search.spaces.sample_flat`),
     from a generator seeded by the spec's ``seed``."""
 
-    def __init__(self, params: Sequence[ParameterSpec], seed: int):
+    def __init__(self, params: Sequence[ParameterSpec], seed: int, points: Sequence[dict[str, Any]] = ()):
         import numpy as np
 
-        super().__init__()
+        super().__init__(points)
         self.params = tuple(params)
         self.rng = np.random.default_rng(seed)
 
-    def suggest(self, trial_id: str) -> dict[str, Any]:
+    def own_suggestion(self) -> dict[str, Any]:
         return sample_flat(self.params, self.rng)
 
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.rng.bit_generator.state, f)
+    def own_state(self) -> Any:
+        return self.rng.bit_generator.state
 
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.rng.bit_generator.state = pickle.load(f)
+    def restore_own_state(self, state: Any) -> None:
+        self.rng.bit_generator.state = state
 
 
 class GridSearch(_Unguided):
-    """The grid's points in order, drawn one at a time (``size`` of them: all, or ``run_cap``), then
-    ``FINISHED``. Its state is how many it has handed out; a restored one draws on from there."""
+    """The known points, then the grid's points in order, drawn one at a time (``size`` in all: every
+    one, or ``run_cap``), then ``FINISHED``. Its own state is how many grid points it has handed out; a
+    restored one draws on from there."""
 
-    def __init__(self, params: Sequence[ParameterSpec], limit: int | None = None):
-        super().__init__()
+    def __init__(self, params: Sequence[ParameterSpec], limit: int | None = None, points: Sequence[dict] = ()):
+        super().__init__(points)
         self.params = tuple(params)
-        self.size = grid_size(self.params, limit)
+        grid_cap = None if limit is None else limit - len(self.points)
+        if grid_cap == 0:  # the known points fill run_cap; a grid it cannot enumerate is still refused
+            grid_size(self.params, 1)
+        self.size = len(self.points) + (grid_size(self.params, grid_cap) if grid_cap != 0 else 0)
         self.next_index = 0
         self._points = grid_points(self.params)
 
-    # Ray annotates suggest as dict | None, though its docstring and Tune take Searcher.FINISHED (a str) too
-    def suggest(self, trial_id: str) -> dict[str, Any] | str:  # type: ignore[override]
-        if self.next_index >= self.size:
+    def own_suggestion(self) -> dict[str, Any] | str:
+        if self.points_given + self.next_index >= self.size:
             return Searcher.FINISHED
         self.next_index += 1
         return dict(next(self._points))
 
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.next_index, f)
+    def own_state(self) -> Any:
+        return self.next_index
 
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.next_index = pickle.load(f)
+    def restore_own_state(self, state: Any) -> None:
+        self.next_index = state
         self._points = itertools.islice(grid_points(self.params), self.next_index, None)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ converters (which drop quantization, bias integer ends, ignore bounds and hand b
 - :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
 - :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
 - :class:`OptunaSpace`: a define-by-run space for Optuna's TPE, conditions as questions not asked.
+- :func:`native_points`: the spec's known points (``points_to_evaluate``) as each searcher suggests its own.
 - :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
   constants added, inactive parameters absent, dotted names nested.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tune_service.errors import Problem, SpecError
 from tune_service.spec.configs import nest, plain
@@ -194,7 +195,12 @@ def hyperopt_space(params: Sequence[ParameterSpec]) -> dict[str, Any]:
     parent's ``hp.choice`` branch for each allowed value, so TPE samples it only there; :class:`Decoder`
     flattens the branches back. Integer ranges give every integer the same mass (hyperopt's own
     ``uniformint`` gives the two ends half as much)."""
-    searched = [p for p in params if p.is_searched]
+    top, children = _hyperopt_levels([p for p in params if p.is_searched])
+    return _hyperopt_level(top, children, "")
+
+
+def _hyperopt_levels(searched: list[ParameterSpec]) -> tuple[list[ParameterSpec], dict[str, list[ParameterSpec]]]:
+    """The top level of the hyperopt space, and each branching parameter's children."""
     children: dict[str, list[ParameterSpec]] = {}
     top = []
     for p in searched:
@@ -203,7 +209,7 @@ def hyperopt_space(params: Sequence[ParameterSpec]) -> dict[str, Any]:
             children.setdefault(parent, []).append(p)
         else:
             top.append(p)  # unconditional, or conditional on a constant (Decoder drops it if inactive)
-    return _hyperopt_level(top, children, "")
+    return top, children
 
 
 def _hyperopt_level(level: list[ParameterSpec], children: dict, tag: str) -> dict[str, Any]:
@@ -271,6 +277,8 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
 # -- BOHB (ConfigSpace) -----------------------------------------------------------------------------
 
 _CS_SCALARS = (str, int, float, bool)
+#: The values Ray's HyperOptSearch can find among a choice's (literals) for a known point.
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def config_space(params: Sequence[ParameterSpec], seed: int):
@@ -420,6 +428,63 @@ def _optuna_value(trial, p: ParameterSpec) -> Any:
         return values[trial.suggest_int(p.name, 0, len(values) - 1)]
     x = trial.suggest_float(p.name, s.low, s.high, log=s.base == "loguniform")
     return min(values, key=lambda v: abs(v - x))  # the nearest multiple: the mass masses() gives it
+
+
+# -- known points -----------------------------------------------------------------------------------
+
+
+def native_points(searcher: str, params: Sequence[ParameterSpec], points: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The spec's known points (flat, typed: ``SweepSpec.points_to_evaluate``) as ``searcher`` suggests
+    its own configs from the space built here, which :class:`Decoder` turns back into the points: the
+    index of a value where the space holds indices (an equally likely quantized range for Optuna and
+    BOHB, hyperopt's nested branches), the value everywhere else.
+
+    hyperopt's points are keyed by its labels (a conditional parameter's carries its branch). Ray's
+    ``HyperOptSearch`` turns the values of a top-level choice into their index itself, so those stay values.
+
+    Raises:
+        SpecError: hyperopt cannot take a known point for a choice among values that are not scalars.
+    """
+    if searcher == "hyperopt":
+        return [_hyperopt_point(params, point) for point in points]
+    indexed: tuple[str, ...] = ()
+    if searcher in ("optuna", "bohb"):
+        indexed = bohb_indexed(params)  # Optuna, as BOHB, asks an equally likely range for an index
+    return [
+        {name: _finite_support(_named(params, name)).index(v) if name in indexed else v for name, v in point.items()}
+        for point in points
+    ]
+
+
+def _named(params: Sequence[ParameterSpec], name: str) -> ParameterSpec:
+    return next(p for p in params if p.name == name)
+
+
+def _hyperopt_point(params: Sequence[ParameterSpec], point: Mapping[str, Any]) -> dict[str, Any]:
+    top, children = _hyperopt_levels([p for p in params if p.is_searched])
+    if children:  # hyperopt's TPE reads every label of a known point, and a branch not taken has none
+        conditional = ", ".join(f"{k.name} when {parent}" for parent, kids in children.items() for k in kids)
+        raise SpecError(
+            [
+                Problem(
+                    "points_to_evaluate",
+                    f"bayes (hyperopt) cannot start from known points in a space "
+                    f"with conditions on searched parameters ({conditional}); use method optuna or "
+                    f"random, or drop points_to_evaluate",
+                )
+            ]
+        )
+    labels: dict[str, Any] = {}
+    for p in top:  # no branches: each label is the parameter's name
+        choices = list(p.values) if p.distribution == "categorical" else support(p)
+        if p.name not in point:
+            # conditional on a constant that rules it out: still in hyperopt's space (Decoder drops it)
+            labels[p.name] = choices[0] if choices else p.shape.low if p.shape.low is not None else p.shape.mu
+        elif choices is None or p.distribution == "int_uniform" or all(isinstance(c, _SCALARS) for c in choices):
+            labels[p.name] = point[p.name]  # a number as it is, or a choice whose index Ray's HyperOptSearch looks up
+        else:
+            raise _refuse(p, "bayes", "a known point cannot name a value that is not a scalar", "drop the points")
+    return labels
 
 
 # -- what the trial receives ------------------------------------------------------------------------

@@ -82,6 +82,7 @@ TYPES: dict[str, dict] = {
     "description": _STRING,
     "method": _choice(METHODS),
     "run_cap": _nullable(_integer(1)),
+    "points_to_evaluate": {"type": "array", "minItems": 1, "items": {"type": "object", "minProperties": 1}},
     "task": {"type": "string", "pattern": r"\S"},
     "seed": _integer(0),
     "project": _NAME,
@@ -162,6 +163,9 @@ DESCRIPTIONS: dict[str, str] = {
     "`optuna` extra).",
     "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
     "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
+    "points_to_evaluate": "Configs to try first, each a mapping of every searched parameter (active under it) to "
+    "a value it can take; they run as the sweep's first trials, count toward run_cap, and the searcher learns "
+    "from them as from its own.",
     "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "
     "group or a dotted name nests them in each trial's config.",
     "early_terminate": "W&B's early stopping (`type: hyperband`), read as the scheduler it maps to "
@@ -292,8 +296,8 @@ DESCRIPTIONS: dict[str, str] = {
     "a trial of its own (1: each trial alone).",
 }
 
-#: Keys whose default is no value to write: the name (the spec file's).
-_NO_DEFAULT = ("name",)
+#: Keys whose default is no value to write: the name (the spec file's), and no known points.
+_NO_DEFAULT = ("name", "points_to_evaluate")
 #: Keys whose default another field of the typed spec holds: that field's dotted path, and its value as
 #: written in a spec.
 _DEFAULT_FROM: dict[str, tuple[str, Callable[[Any], Any]]] = {

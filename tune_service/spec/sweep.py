@@ -197,6 +197,9 @@ class SweepSpec:
     failure: FailureSpec = field(default_factory=FailureSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     limits: LimitsSpec = field(default_factory=LimitsSpec)
+    #: Configs to run first (``points_to_evaluate``), each flat, its values typed
+    #: (:mod:`~tune_service.spec.known_points`).
+    points_to_evaluate: tuple[Mapping[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -13,6 +13,8 @@ from dataclasses import fields
 from typing import Any
 
 from tune_service.errors import SpecError
+from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
+from tune_service.spec.known_points import read_known_points
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.rules import Checker
@@ -70,6 +72,7 @@ TOP_LEVEL_KEYS = (
     "failure",
     "execution",
     "limits",
+    KNOWN_POINTS_KEY,
     *WANDB_AGENT_KEYS,
     *WANDB_NOTED_KEYS,
 )
@@ -165,6 +168,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     seed = check.integer("seed", raw.get("seed", 0), minimum=0)
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
+    points_to_evaluate = read_known_points(check, raw.get(KNOWN_POINTS_KEY), parameters, run_cap)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
@@ -183,6 +187,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         metric=metric,
         run_cap=run_cap,
         parameters=parameters,
+        points_to_evaluate=points_to_evaluate,
         task=task,
         scheduler=scheduler,
         resources=resources,
