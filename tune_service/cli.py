@@ -77,6 +77,17 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_resume_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="run_cap=N",
+        help="go on with more trials: a larger run_cap (the one key a resume can change)",
+    )
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_spec_options(p)
     p.add_argument("--name", help="experiment name (default: the spec's name and the start time)")
@@ -126,6 +137,7 @@ def _dry_run_parser(p: argparse.ArgumentParser) -> None:
 
 def _resume_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("resume", metavar="EXPERIMENT_DIR", help="the interrupted sweep's experiment directory")
+    _add_resume_options(p)
     p.add_argument("--address", help="Ray cluster to run on: 'auto' or HOST:PORT (default: an embedded local Ray)")
     _add_output(p)
     _add_common(p)
@@ -192,8 +204,8 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, Callable[[argparse.Name
     if (args.spec is None) == (args.resume is None):
         parser.error("give a spec file, or --resume EXPERIMENT_DIR (not both)")
     if args.resume:
-        if args.overrides or args.dry_run or args.name:
-            parser.error("--resume: continues the sweep as it was; --set, --name and --dry-run do not apply")
+        if args.dry_run or args.name:
+            parser.error("--resume: continues the sweep as it was; --name and --dry-run do not apply")
         return args, _resume
     return args, _dry_run if args.dry_run else _run
 
@@ -256,7 +268,32 @@ def _resume(args: argparse.Namespace) -> int:
     with collector_paused():
         from tune_service.execution.driver import resume
 
-    return _finish(resume(args.resume, address=args.address, verbose=_verbosity(args)), args.quiet)
+    return _finish(
+        resume(args.resume, address=args.address, verbose=_verbosity(args), run_cap=_resumed_run_cap(args.overrides)),
+        args.quiet,
+    )
+
+
+def _resumed_run_cap(overrides: list[str]) -> int | None:
+    """The ``run_cap`` that ``--set`` gives a resume (None: the sweep's own). Any other key is refused:
+    the rest of the spec is what the sweep's trials ran under."""
+    from tune_service.errors import Problem, SpecError
+    from tune_service.spec import parse_override
+
+    run_cap = None
+    for key, value in (parse_override(text) for text in overrides):
+        if key != "run_cap":
+            raise SpecError(
+                [
+                    Problem(
+                        f"--set {key}",
+                        f"a resume can change only run_cap (the rest of the spec is what the "
+                        f"sweep's trials ran under), got {key}={value!r}",
+                    )
+                ]
+            )
+        run_cap = value
+    return run_cap
 
 
 def _dry_run(args: argparse.Namespace) -> int:

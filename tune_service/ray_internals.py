@@ -77,13 +77,14 @@ INTERNALS: tuple[Internal, ...] = (
         "search.hyperband",
         "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)",
     ),
-    # Tuner.restore keeps the pickled scheduler; the resumed one must be ours.
+    # Tuner.restore keeps the pickled scheduler and searcher; the resumed ones must be ours.
     Internal(
         "ray.tune.tuner:Tuner",
         "_local_tuner",
         "execution.driver",
         "a restored Tuner's scheduler is set "
-        "to the one rebuilt from the recorded results (Ray 2.60 has no public setter)",
+        "to the one rebuilt from the recorded results, and its searcher to one that may go on past the "
+        "run_cap it began with (Ray 2.60 has no public setter)",
         instance=True,
     ),
     Internal(

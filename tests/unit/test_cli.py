@@ -111,3 +111,31 @@ def test_an_online_sweep_prints_each_runs_page(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[-3:] == ["wandb: project me/quick, group g", "wandb: t0-aaa lr=0.1: https://wandb.ai/me/quick/runs/quick-aaa",
                         "wandb: x summary: https://wandb.ai/me/quick/runs/s"]
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--set", "scheduler.max_t=5"], "--set scheduler.max_t: a resume can change only run_cap (the rest of the spec "
+                                     "is what the sweep's trials ran under), got scheduler.max_t=5"),
+    (["--set", "run_cap=3"], "run_cap: a resume can raise run_cap above the sweep's 3, not keep or lower it, got 3"),
+    (["--set", "run_cap=lots"], "run_cap: a resume can raise run_cap above the sweep's 3, not keep or lower it, "
+                                "got 'lots'"),
+], ids=["another key", "not larger", "not a number"])
+def test_a_resume_can_only_raise_run_cap(flags, error, tmp_path, capsys, forbid_ray_start):
+    from tune_service.experiment import layout
+
+    experiment = tmp_path / "sweep"
+    layout.write_sweep_file(experiment, {"method": "random", "run_cap": 3}, None)
+    before = sorted(p.name for p in experiment.iterdir())
+    for argv in (["resume", str(experiment), *flags], ["--resume", str(experiment), *flags]):
+        assert cli.main(argv) == cli.EXIT_USAGE
+        assert capsys.readouterr().err.splitlines() == [f"error: {error}"]
+    assert sorted(p.name for p in experiment.iterdir()) == before
+
+
+def test_a_resume_cannot_add_trials_to_a_whole_grid(tmp_path, capsys, forbid_ray_start):
+    from tune_service.experiment import layout
+
+    experiment = tmp_path / "grid"
+    layout.write_sweep_file(experiment, {"method": "grid", "parameters": {"lr": {"values": [0.1, 0.01]}}}, None)
+    assert cli.main(["resume", str(experiment), "--set", "run_cap=4"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == "error: run_cap: this sweep runs its whole grid: it has no more trials to add, got 4\n"

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from tune_service import redaction
 from tune_service.display import LiveView
-from tune_service.errors import TuneServiceError
+from tune_service.errors import Problem, SpecError, TuneServiceError
 from tune_service.execution.connect import init_ray
 from tune_service.execution.bundles import BundleMember, member_name, member_resources, start_broker
 from tune_service.execution.fresh_trial import DRIVER_RESOURCES, FreshTrial
@@ -69,10 +69,15 @@ class TunerRecipe:
         )
 
     def restore(self, experiment_dir: str | os.PathLike):
-        """The Tuner of an interrupted experiment: unfinished trials resume from their checkpoints;
-        finished and failed ones stay as they were. The scheduler is this recipe's (Ray would unpickle
-        the one saved when the experiment began, which knows none of its results)."""
+        """The Tuner of an interrupted (or finished) experiment: unfinished trials resume from their
+        checkpoints; finished and failed ones stay as they were. The scheduler and the searcher are this
+        recipe's (Ray would unpickle the ones saved when the experiment began: a scheduler that knows none
+        of its results, and the run_cap the sweep began with); the searcher's state is then restored
+        from the experiment, and it creates trials up to the recipe's ``num_samples``
+        (:class:`~tune_service.search.continued.ContinuedSearch`)."""
         from ray import tune
+
+        from tune_service.search.continued import ContinuedSearch
 
         tuner = tune.Tuner.restore(
             str(experiment_dir),
@@ -83,7 +88,11 @@ class TunerRecipe:
             param_space=self.param_space,
         )
         # Ray 2.60 has no public setter (the request upstream: docs/development.md)
-        private(private(tuner, "_local_tuner"), "_tune_config").scheduler = self.tune_config.scheduler
+        restored = private(private(tuner, "_local_tuner"), "_tune_config")
+        restored.scheduler = self.tune_config.scheduler
+        cap = self.tune_config.max_concurrent_trials
+        restored.search_alg = ContinuedSearch(self.tune_config.search_alg, self.tune_config.num_samples, cap)
+        restored.max_concurrent_trials = None  # capped inside ContinuedSearch, as Tune caps a searcher
         return tuner
 
 
@@ -246,17 +255,26 @@ def run(
 
 
 def resume(
-    experiment_dir: str | os.PathLike, *, address: str | None = None, task: Any = None, verbose: int = 1
+    experiment_dir: str | os.PathLike,
+    *,
+    address: str | None = None,
+    task: Any = None,
+    verbose: int = 1,
+    run_cap: int | None = None,
 ) -> results.SweepResult:
-    """Finish an interrupted sweep: finished trials are kept as they are (never rerun), interrupted ones
-    continue from their last checkpoints, and the searcher goes on up to ``run_cap`` trials.
+    """Finish an interrupted sweep, or continue a finished one with more trials: finished trials are
+    kept as they are (never rerun), interrupted ones continue from their last checkpoints, and the
+    searcher goes on from its saved state up to ``run_cap`` trials in all.
 
     Args:
         experiment_dir: the directory :func:`run` wrote (``storage/name``), or its URI on remote storage.
         task: the task object, if the sweep was run with one (``run(..., task=...)``).
+        run_cap: a new, larger ``run_cap`` (None: the sweep's own); the experiment's spec keeps it, for
+            the next resume.
 
     Raises:
         TuneServiceError: the directory is not a tune-service experiment, or its task object is missing.
+        SpecError: ``run_cap`` is not larger than the sweep's, or the sweep walks a whole grid.
     """
     remote = RemoteExperiment.existing(str(experiment_dir)) if is_remote(experiment_dir) else None
     local_dir = remote.mirror if remote else Path(experiment_dir).resolve()
@@ -272,10 +290,40 @@ def resume(
                 f"pass the same task to resume(..., task=...)"
             )
         spec = replace(load_spec(saved["spec"]), directory=saved.get("directory"))
-        return _execute(spec, local_dir, address=address, task=task, verbose=verbose, restore=True, remote=remote)
+        if run_cap is not None:
+            spec = _with_larger_run_cap(spec, run_cap)
+        return _execute(
+            spec,
+            local_dir,
+            address=address,
+            task=task,
+            verbose=verbose,
+            restore=True,
+            remote=remote,
+            spec_changed=run_cap is not None,
+        )
     finally:
         if remote is not None:
             remote.close()
+
+
+def _with_larger_run_cap(spec: SweepSpec, run_cap: int) -> SweepSpec:
+    """``spec`` with ``run_cap`` raised to ``run_cap``, validated as the spec's own would be."""
+    if spec.run_cap is None:
+        raise SpecError(
+            [Problem("run_cap", f"this sweep runs its whole grid: it has no more trials to add, got {run_cap!r}")]
+        )
+    if isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= spec.run_cap:
+        raise SpecError(
+            [
+                Problem(
+                    "run_cap",
+                    f"a resume can raise run_cap above the sweep's {spec.run_cap}, not keep or lower it, "
+                    f"got {run_cap!r}",
+                )
+            ]
+        )
+    return replace(load_spec({**spec.source, "run_cap": run_cap}), directory=spec.directory)
 
 
 def _execute(
@@ -287,9 +335,12 @@ def _execute(
     verbose: int,
     restore: bool,
     remote: RemoteExperiment | None = None,
+    spec_changed: bool = False,
 ) -> results.SweepResult:
     """Run (or restore and continue) the experiment in ``experiment_dir`` and write its results; with
-    ``remote``, ``experiment_dir`` is its mirror, and the result names the remote experiment."""
+    ``remote``, ``experiment_dir`` is its mirror, and the result names the remote experiment.
+    ``spec_changed``: a restored experiment's spec differs from the one it was saved with (a larger
+    ``run_cap``), and is saved in its place once the plan holds."""
     import ray
 
     from tune_service import tracking
@@ -323,6 +374,7 @@ def _execute(
         plan = plan.packed(cluster).on(cluster)  # gpus_per_worker: auto measured, then the concurrency
         if not restore:  # the plan holds: from here on the experiment directory exists
             lock.acquire()
+        if not restore or spec_changed:
             _write_sweep_file(experiment_dir, spec, task)
             if remote is not None:
                 remote.upload(layout.SWEEP_FILE)
