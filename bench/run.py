@@ -6,6 +6,7 @@
     python bench/run.py trial_overhead train_overhead   # the two earlier scripts, summarised
     python bench/run.py search_quality  # ours against the peers' searchers (named only: about 17 minutes)
     python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 18 minutes)
+    python bench/run.py bohb_reference  # our BOHB and hpbandster's, 20 seeds paired (named only)
     python bench/run.py --list
 
 Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):
@@ -46,11 +47,12 @@ BENCHMARKS = {
     "gpu_packing": "bench.gpu.gpu_packing",
     "search_quality": "bench.search.search_quality",
     "search_quality_leaders": "bench.search.search_quality_leaders",
+    "bohb_reference": "bench.search.bohb_reference",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
 #: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
-NAMED_ONLY = ("search_quality", "search_quality_leaders", "trial_overhead", "train_overhead")
+NAMED_ONLY = ("search_quality", "search_quality_leaders", "bohb_reference", "trial_overhead", "train_overhead")
 
 
 def run_one(name: str, quick: bool) -> dict:

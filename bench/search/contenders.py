@@ -39,6 +39,9 @@ OURS = {
     "ours: random + ASHA": ("random", "asha"), "ours: random + HyperBand": ("random", "hyperband"),
     "ours: random + FIFO": ("random", "fifo"),
 }
+#: The reference for our BOHB: hpbandster's model, as ``method: bohb`` ran it until the project built its
+#: own (bench.search.bohb_reference; hpbandster and ConfigSpace of the ``peers`` extra).
+HPBANDSTER_BOHB = "hpbandster: BOHB + HyperBand"
 #: Optuna's: name -> (sampler, pruner).
 OPTUNA = {
     "optuna: TPE + successive halving": ("tpe", "sha"), "optuna: TPE + Hyperband": ("tpe", "hyperband"),
@@ -73,7 +76,7 @@ class TuneContender:
     pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets)."""
 
     def __init__(self, problem: Problem, method: str, scheduler: str, seed: int, max_t: int, budget_trials: int,
-                 workers: int):
+                 workers: int, hpbandster: bool = False):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.search.known_optimum import sweep_spec
@@ -82,6 +85,10 @@ class TuneContender:
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
                           problem.bounds, scheduler)
         self.searcher, self.trials_left = registry.build_searcher(spec)
+        if hpbandster:  # the same sweep, on hpbandster's model
+            from bench.search.hpbandster_bohb import hpbandster_bohb
+
+            self.searcher = hpbandster_bohb(spec)
         self.scheduler = registry.build_scheduler(spec)
         self.searcher.set_search_properties("value", "min", {})
         self.searcher.set_max_concurrency(workers)  # as the sweep's max_concurrent_trials
@@ -300,9 +307,12 @@ def dehb_installed() -> bool:
 
 
 def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int, workers: int):
-    """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE or DEHB_CONTENDERS), new, for one run."""
+    """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE or DEHB_CONTENDERS, or
+    HPBANDSTER_BOHB), new, for one run."""
     if name in DEHB_CONTENDERS:
         return DEHBContender(problem, seed, max_t)
+    if name == HPBANDSTER_BOHB:
+        return TuneContender(problem, "bohb", "hyperband", seed, max_t, budget_trials, workers, hpbandster=True)
     if name in OURS:
         method, scheduler = OURS[name]
         return TuneContender(problem, method, scheduler, seed, max_t, budget_trials, workers)

@@ -32,8 +32,7 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     except KeyError:  # pragma: no cover - spec validation admits only known methods
         raise ValueError(f"unknown method {spec.method!r}; valid: {', '.join(sorted(_SEARCHERS))}") from None
     inner = builder(spec)
-    indexed = spaces.bohb_indexed(spec.parameters) if spec.searcher == "bohb" else ()
-    decoder = spaces.Decoder(spec.parameters, indexed=indexed)
+    decoder = spaces.Decoder(spec.parameters)
     # The TPEs need telling a trial the scheduler stopped from one that ran its budget (BOHB models the
     # budgets itself), and only under a scheduler that stops trials (under FIFO a short trial ended by
     # itself).
@@ -118,33 +117,16 @@ def _initial_points(spec: SweepSpec) -> int:
 
 
 def _bohb(spec: SweepSpec):
-    try:  # the `bohb` extra: hpbandster needs a C compiler where its netifaces has no wheel
-        import ConfigSpace  # noqa: F401
-        import hpbandster  # noqa: F401
-    except ImportError as err:
-        raise SpecError(
-            [
-                Problem(
-                    "method",
-                    f"bohb needs the packages hpbandster and ConfigSpace ({err.name} is not "
-                    f"installed): pip install 'tune-service[bohb]'",
-                )
-            ]
-        ) from None
-    from ray.tune.search.bohb import TuneBOHB
+    from tune_service.search.bohb import BOHBSearch
 
-    from tune_service.search.wrappers import OwnNumpyRandom
-
-    space = spaces.config_space(spec.parameters, seed=spec.seed)
-    return OwnNumpyRandom(
-        TuneBOHB(
-            space=space,
-            metric=spec.metric.name,
-            mode=spec.metric.mode,
-            seed=spec.seed,
-            points_to_evaluate=_known_points(spec) or None,
-        ),
-        spec.seed,
+    spaces.check_random(spec.parameters)  # BOHB's random configs are random search's
+    return BOHBSearch(
+        spec.parameters,
+        spec.metric.name,
+        spec.metric.mode,
+        seed=spec.seed,
+        time_attr=spec.scheduler.time_attr,
+        points=_known_points(spec),
     )
 
 

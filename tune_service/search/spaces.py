@@ -4,7 +4,6 @@ converters (which drop quantization, bias integer ends, ignore bounds and hand b
 - :func:`sample_flat`: one random draw, for random search (inverse-CDF sampling of the declared law).
 - :func:`grid_points`, :func:`grid_size`: a grid's points, drawn one at a time, and how many run.
 - :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
-- :func:`config_space`: a ConfigSpace for BOHB, conditions as ConfigSpace conditions.
 - :class:`OptunaSpace`: a define-by-run space for Optuna's TPE, conditions as questions not asked.
 - :func:`native_points`: the spec's known points (``points_to_evaluate``) as each searcher suggests its own.
 - :class:`Decoder`: what any searcher suggested -> the config a trial receives: plain Python values,
@@ -274,81 +273,6 @@ def _hyperopt_expression(p: ParameterSpec, label: str):
     return (hp.normal if normal else hp.lognormal)(label, s.mu, s.sigma)
 
 
-# -- BOHB (ConfigSpace) -----------------------------------------------------------------------------
-
-_CS_SCALARS = (str, int, float, bool)
-#: The values Ray's HyperOptSearch can find among a choice's (literals) for a known point.
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def config_space(params: Sequence[ParameterSpec], seed: int):
-    """A native ConfigSpace of the searched parameters, for BOHB. ``when`` becomes a ConfigSpace
-    condition, so BOHB never samples an inactive parameter. Quantized ranges keep their exact values
-    (ConfigSpace 1.x has no ``q``, and Ray's converter silently drops it): an integer index into the values
-    when they are equally likely (hpbandster refuses ordinals; see :func:`bohb_indexed`), a categorical
-    with the declared weights otherwise."""
-    import ConfigSpace as CS
-
-    cs = CS.ConfigurationSpace(seed=seed)
-    searched = [p for p in params if p.is_searched]
-    added = {}
-    for p in searched:
-        added[p.name] = _config_hyperparameter(CS, p)
-        cs.add(added[p.name])
-    for p in searched:
-        if p.when and p.when[0][0] in added:
-            parent, allowed = added[p.when[0][0]], list(p.when[0][1])
-            cs.add(
-                CS.EqualsCondition(added[p.name], parent, allowed[0])
-                if len(allowed) == 1
-                else CS.InCondition(added[p.name], parent, allowed)
-            )
-    return cs
-
-
-def _config_hyperparameter(CS, p: ParameterSpec):
-    n = p.name
-    if p.distribution == "categorical":
-        if not all(isinstance(v, _CS_SCALARS) for v in p.values):
-            raise _refuse(p, "bohb", "ConfigSpace choices must be scalars", "use scalar values")
-        weights = list(p.probabilities) if p.probabilities else None
-        return CS.CategoricalHyperparameter(n, list(p.values), weights=weights)
-    s = p.shape
-    if p.distribution == "int_uniform":
-        return CS.UniformIntegerHyperparameter(n, s.low, s.high)
-    if support(p) is not None:
-        values = _listed(p, "bohb")
-        if s.equal_mass:  # hpbandster refuses ordinals: the index of the value, an ordered integer
-            return CS.UniformIntegerHyperparameter(n, 0, len(values) - 1)
-        return CS.CategoricalHyperparameter(n, values, weights=masses(p))
-    if not s.bounded:
-        raise _refuse(
-            p,
-            "bohb",
-            "ConfigSpace needs bounds for a normal law",
-            "give min and max (a truncated normal), or use method random or bayes",
-        )
-    if s.q is not None:  # pragma: no cover - a bounded q_ form always has a finite support
-        raise ValueError(p.distribution)
-    if s.base in ("uniform", "loguniform"):
-        return CS.UniformFloatHyperparameter(n, s.low, s.high, log=s.base == "loguniform")
-    if s.base == "normal":
-        return CS.NormalFloatHyperparameter(n, mu=s.mu, sigma=s.sigma, lower=s.low, upper=s.high)
-    if s.base == "beta":
-        return CS.BetaFloatHyperparameter(n, alpha=s.a, beta=s.b, lower=0.0, upper=1.0)
-    raise _refuse(
-        p,
-        "bohb",
-        "ConfigSpace's log-normal is not exp(normal(mu, sigma)) truncated to [min, max]",
-        "use method random or bayes, or a q_log_normal with min and max",
-    )
-
-
-def bohb_indexed(params: Sequence[ParameterSpec]) -> tuple[str, ...]:
-    """The parameters whose BOHB value is an index into :func:`support` (equally likely multiples)."""
-    return tuple(p.name for p in params if p.distribution == "q_uniform")
-
-
 # -- Optuna (define-by-run) -------------------------------------------------------------------------
 
 #: The values Optuna's ``suggest_categorical`` takes.
@@ -436,24 +360,29 @@ def _optuna_value(trial, p: ParameterSpec) -> Any:
 def native_points(searcher: str, params: Sequence[ParameterSpec], points: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The spec's known points (flat, typed: ``SweepSpec.points_to_evaluate``) as ``searcher`` suggests
     its own configs from the space built here, which :class:`Decoder` turns back into the points: the
-    index of a value where the space holds indices (an equally likely quantized range for Optuna and
-    BOHB, hyperopt's nested branches), the value everywhere else.
+    index of a value where Optuna's space asks for one (an equally likely quantized range), the value
+    everywhere else (random, grid and BOHB suggest flat configs of values).
 
-    hyperopt's points are keyed by its labels (a conditional parameter's carries its branch). Ray's
-    ``HyperOptSearch`` turns the values of a top-level choice into their index itself, so those stay values.
+    hyperopt's points are keyed by its labels, its parameters' names: in a space without conditions on
+    searched parameters, which it alone can take points in. Ray's ``HyperOptSearch`` turns the value of a
+    choice into its index itself, so those stay values.
 
     Raises:
-        SpecError: hyperopt cannot take a known point for a choice among values that are not scalars.
+        SpecError: hyperopt cannot take known points in a space with conditions on searched parameters,
+            or for a choice among values that are not scalars.
     """
     if searcher == "hyperopt":
         return [_hyperopt_point(params, point) for point in points]
-    indexed: tuple[str, ...] = ()
-    if searcher in ("optuna", "bohb"):
-        indexed = bohb_indexed(params)  # Optuna, as BOHB, asks an equally likely range for an index
+    # Optuna asks an equally likely quantized range for an index (OptunaSpace)
+    indexed = {p.name for p in params if p.distribution == "q_uniform"} if searcher == "optuna" else set()
     return [
         {name: _finite_support(_named(params, name)).index(v) if name in indexed else v for name, v in point.items()}
         for point in points
     ]
+
+
+#: The values Ray's HyperOptSearch can find among a choice's (literals) for a known point.
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _named(params: Sequence[ParameterSpec], name: str) -> ParameterSpec:
@@ -498,9 +427,8 @@ class Decoder:
     Picklable, so a restored experiment decodes the same way.
     """
 
-    def __init__(self, params: Sequence[ParameterSpec], indexed: Sequence[str] = ()):
+    def __init__(self, params: Sequence[ParameterSpec]):
         self.params = tuple(params)
-        self.indexed = {p.name: _finite_support(p) for p in self.params if p.name in indexed}
         self.keep_flat = flat_names(self.params)
 
     def flat(self, suggested: dict[str, Any]) -> dict[str, Any]:
@@ -513,7 +441,7 @@ class Decoder:
                 config[p.name] = p.value
             elif p.name in raw:
                 value = plain(raw[p.name])
-                config[p.name] = _typed(p, self.indexed[p.name][value] if p.name in self.indexed else value)
+                config[p.name] = _typed(p, value)
         return config
 
     def __call__(self, suggested: dict[str, Any]) -> dict[str, Any]:

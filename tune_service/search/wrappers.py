@@ -16,7 +16,6 @@ state, and the wrapped model's file as bytes (:func:`saved_state`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import tempfile
@@ -56,7 +55,7 @@ class SearcherWrapper(Searcher):
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     # Our HyperBand schedulers (tune_service.search.hyperband) report pauses and resumptions to the
-    # searcher; TuneBOHB keeps paused trials apart.
+    # searcher (Ray's HyperBandForBOHB calls them).
     def on_pause(self, trial_id: str) -> None:
         if hasattr(self.inner, "on_pause"):
             self.inner.on_pause(trial_id)
@@ -296,62 +295,6 @@ def trial_configs(
     """The stack every sweep's searcher runs under (the module's docstring), around ``model``."""
     corrected = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped)
     return StopAtTarget(RunningCap(corrected), metric, mode, target)
-
-
-class OwnNumpyRandom(SearcherWrapper):
-    """Every call into the wrapped searcher on a numpy random state of its own: for a searcher that draws
-    from numpy's global random state, which no seed of Tune's reaches (hpbandster's BOHB samples from its
-    model with ``np.random``). The state is seeded by the spec's ``seed`` and saved with the searcher, and
-    the global state is put back after each call. A ``bohb`` sweep's suggestions then follow from its
-    seed alone, whatever else in the driver drew from numpy, and a resumed sweep draws on where it stopped."""
-
-    def __init__(self, inner: Searcher, seed: int | None):
-        import numpy as np
-
-        super().__init__(inner, inner.metric, inner.mode)
-        self.numpy_state = np.random.RandomState(seed).get_state()
-
-    @contextlib.contextmanager
-    def _own_random_state(self) -> Iterator[None]:
-        import numpy as np
-
-        outside = np.random.get_state()
-        np.random.set_state(self.numpy_state)
-        try:
-            yield
-        finally:
-            self.numpy_state = np.random.get_state()
-            np.random.set_state(outside)
-
-    def set_search_properties(self, metric, mode, config, **spec) -> bool:
-        with self._own_random_state():
-            return super().set_search_properties(metric, mode, config, **spec)
-
-    def suggest(self, trial_id: str):
-        with self._own_random_state():
-            return super().suggest(trial_id)
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        with self._own_random_state():
-            super().on_trial_result(trial_id, result)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        with self._own_random_state():
-            super().on_trial_complete(trial_id, result=result, error=error)
-
-    def on_pause(self, trial_id: str) -> None:
-        with self._own_random_state():
-            super().on_pause(trial_id)
-
-    def on_unpause(self, trial_id: str) -> None:
-        with self._own_random_state():
-            super().on_unpause(trial_id)
-
-    def own_state(self) -> Any:
-        return self.numpy_state
-
-    def restore_own_state(self, state: Any) -> None:
-        self.numpy_state = state
 
 
 def saved_state(searcher: Searcher) -> bytes:

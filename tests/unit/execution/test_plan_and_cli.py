@@ -49,12 +49,12 @@ def test_grid_trial_count_is_capped_by_run_cap():
 
 def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_ray_start):
     from ray.tune.schedulers import HyperBandForBOHB
-    from ray.tune.search.bohb import TuneBOHB
     from ray.tune.search import Searcher
     from ray.tune.search.hyperopt import HyperOptSearch
 
     from tune_service.search.asha import PromotingASHA
-    from tune_service.search.wrappers import OwnNumpyRandom, innermost, layer_of
+    from tune_service.search.bohb import BOHBSearch
+    from tune_service.search.wrappers import innermost
 
     quick = make_plan(load_spec(ROOT / "search_spaces" / "quickstart.yaml"), TWO_CPUS)
     config = build_tuner(quick, tmp_path, "x").tune_config
@@ -63,7 +63,7 @@ def test_build_tuner_is_pure_and_wires_searcher_and_scheduler(tmp_path, forbid_r
 
     bohb = make_plan(load_spec(ROOT / "search_spaces" / "bohb.yaml"), TWO_CPUS)
     config = build_tuner(bohb, tmp_path, "y").tune_config
-    assert layer_of(config.search_alg, OwnNumpyRandom) is not None and isinstance(innermost(config.search_alg), TuneBOHB)
+    assert isinstance(innermost(config.search_alg), BOHBSearch)
     assert isinstance(config.scheduler, HyperBandForBOHB)
 
     # Random search is a Searcher too, so Tune's max_concurrent_trials caps it (Tune ignores that cap for

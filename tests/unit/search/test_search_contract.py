@@ -139,9 +139,9 @@ def drive_bohb(searcher: Searcher, ids: list[str], disturb: bool = False) -> lis
 
 
 def test_bohb_follows_its_seed_alone_and_leaves_numpy_global_random_state_alone(tmp_path):
-    """hpbandster's BOHB samples its model with numpy's global random state, which Tune's seed does not
-    reach: a sweep's suggestions must not depend on what else in the driver drew from it, must not change
-    it, and must go on after a resume as they would have."""
+    """BOHB samples its model from a generator of its own (hpbandster's drew from numpy's global random
+    state, which Tune's seed does not reach): a sweep's suggestions must not depend on what else in the
+    driver drew from numpy, must not change it, and must go on after a resume as they would have."""
     ids = [f"t{i}" for i in range(12)]
     assert drive_bohb(build("bohb")[1], ids) == drive_bohb(build("bohb")[1], ids, disturb=True)
 
