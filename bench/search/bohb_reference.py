@@ -15,10 +15,9 @@ Run: ``python bench/run.py bohb_reference`` (named only; needs the ``peers`` ext
 from __future__ import annotations
 
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from bench.common import NUM_CPUS, figure
+from bench.common import figure
 
 NAME = "bohb_reference"
 OURS = "ours: BOHB + HyperBand"
@@ -28,26 +27,16 @@ SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6", "
                 "budget_trials": 20}}
 
 
-def _area(job: tuple[str, str, int, int, dict[str, Any]]) -> float:
-    from bench.search.search_quality import one_run
-
-    return one_run(*job)[0]["area"]
-
-
 def run(quick: bool) -> dict[str, Any]:
     from bench.search.contenders import HPBANDSTER_BOHB
     from bench.search.hpbandster_bohb import installed
-    from bench.search.search_quality_leaders import difference_interval
+    from bench.search.search_quality_leaders import areas_by_run, difference_interval
 
     if not installed():
         raise RuntimeError("hpbandster and ConfigSpace are not installed: pip install -e '.[peers]'")
     size = SIZES[quick]
     columns = [(problem, workers) for problem in size["problems"] for workers in size["workers"]]
-    jobs = [(problem, name, seed, workers, size) for problem, workers in columns for name in (OURS, HPBANDSTER_BOHB)
-            for seed in size["seeds"]]
-    with ProcessPoolExecutor(NUM_CPUS) as pool:
-        areas = list(pool.map(_area, jobs, chunksize=4))
-    by_job = {(problem, name, seed, workers): area for (problem, name, seed, workers, _), area in zip(jobs, areas, strict=True)}
+    by_job = areas_by_run(size, (OURS, HPBANDSTER_BOHB))
     figures, table = [], {}
     for problem, workers in columns:
         key = f"{problem}, {workers} workers"

@@ -39,6 +39,17 @@ def _area(job: tuple[str, str, int, int, dict[str, Any]]) -> float:
     return one_run(*job)[0]["area"]
 
 
+def areas_by_run(size: dict[str, Any], contenders: tuple[str, ...]) -> dict[tuple[str, str, int, int], float]:
+    """Each contender's area on each column of ``size`` (problem x concurrency) and seed, by
+    ``(problem, contender, seed, workers)``, computed over the machine's cores."""
+    jobs = [(problem, name, seed, workers, size) for problem in size["problems"] for workers in size["workers"]
+            for name in contenders for seed in size["seeds"]]
+    with ProcessPoolExecutor(NUM_CPUS) as pool:
+        areas = list(pool.map(_area, jobs, chunksize=4))
+    return {(problem, name, seed, workers): area
+            for (problem, name, seed, workers, _), area in zip(jobs, areas, strict=True)}
+
+
 def difference_interval(ours: list[float], peer: list[float], seed: int = 0) -> tuple[float, float]:
     """A 95 % percentile-bootstrap interval of ``median(ours) - median(peer)`` (independent samples)."""
     rng = random.Random(seed)
@@ -54,11 +65,7 @@ def run(quick: bool) -> dict[str, Any]:
         raise RuntimeError("DEHB is not installed: see docs/benchmarks.md (search quality) for how")
     size = SIZES[quick]
     columns = [(problem, workers) for problem in size["problems"] for workers in size["workers"]]
-    jobs = [(problem, name, seed, workers, size) for problem, workers in columns for name in (OURS, PEER)
-            for seed in size["seeds"]]
-    with ProcessPoolExecutor(NUM_CPUS) as pool:
-        areas = list(pool.map(_area, jobs, chunksize=4))
-    by_job = {(problem, name, seed, workers): area for (problem, name, seed, workers, _), area in zip(jobs, areas)}
+    by_job = areas_by_run(size, (OURS, PEER))
     figures, table = [], {}
     for problem, workers in columns:
         key = f"{problem}, {workers} workers"
