@@ -44,6 +44,8 @@ class _Unguided(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
+        if not (isinstance(state, dict) and state.keys() == {"points_given", "own"}):
+            state = {"points_given": 0, "own": state}  # saved before known points: the searcher's own state
         self.points_given = state["points_given"]
         self.restore_own_state(state["own"])
 

@@ -99,3 +99,23 @@ def test_a_point_given_as_a_trial_receives_it_types_its_values():
                       "points_to_evaluate": [{"layers": 2.0, "dropout": 0.30000000000000004}]})
     (point,) = spec.points_to_evaluate
     assert point == {"layers": 2, "dropout": 0.3} and isinstance(point["layers"], int)
+
+
+def test_a_random_or_grid_search_saved_before_known_points_existed_restores_and_goes_on(tmp_path):
+    import itertools
+    import pickle
+
+    from tune_service.search.searchers import GridSearch, RandomSearch
+    from tune_service.search.spaces import grid_points
+
+    params = load_spec({"parameters": GRID}).parameters
+    original = RandomSearch(params, seed=3)
+    [original.suggest(f"t{i}") for i in range(2)]
+    (tmp_path / "random.pkl").write_bytes(pickle.dumps(original.rng.bit_generator.state))  # the old file
+    restored = RandomSearch(params, seed=3)
+    restored.restore(str(tmp_path / "random.pkl"))
+    assert [restored.suggest(f"t{i}") for i in range(2, 5)] == [original.suggest(f"t{i}") for i in range(2, 5)]
+    grid = GridSearch(params)
+    (tmp_path / "grid.pkl").write_bytes(pickle.dumps(2))  # two points handed out
+    grid.restore(str(tmp_path / "grid.pkl"))
+    assert grid.suggest("t2") == next(itertools.islice(grid_points(params), 2, None))  # the grid's third point
