@@ -51,32 +51,28 @@ class Coordinate:
         self.p = p
         self.values = list(p.values) if p.distribution == "categorical" else support(p)
         self.choices = len(self.values) if p.distribution == "categorical" and self.values else 0
+        if self.values is None:  # a continuous law: its CDF at the bounds, computed once
+            s = p.shape
+            self.law = s.law()
+            self.cdf_low = float(self.law.cdf(s.low)) if s.low is not None else 0.0
+            self.cdf_high = float(self.law.cdf(s.high)) if s.high is not None else 1.0
 
     def encode(self, value: Any) -> float:
         if self.values is not None:
             index = self.values.index(value)
             return float(index) if self.choices else (index + 0.5) / len(self.values)
-        s = self.p.shape
-        law = s.law()
-        lo, hi = self._cdf_bounds(law)
-        return float(min(max((law.cdf(value) - lo) / (hi - lo), 0.0), 1.0))
+        u = (self.law.cdf(value) - self.cdf_low) / (self.cdf_high - self.cdf_low)
+        return float(min(max(u, 0.0), 1.0))
 
     def decode(self, u: float) -> Any:
         if self.values is not None:
             index = int(round(u)) if self.choices else int(math.floor(u * len(self.values)))
             return self.values[min(max(index, 0), len(self.values) - 1)]
         s = self.p.shape
-        law = s.law()
-        lo, hi = self._cdf_bounds(law)
-        x = float(law.ppf(lo + min(max(u, 0.0), 1.0) * (hi - lo)))
+        x = float(self.law.ppf(self.cdf_low + min(max(u, 0.0), 1.0) * (self.cdf_high - self.cdf_low)))
         if s.low is not None and s.high is not None:
             x = min(max(x, s.low), s.high)
         return round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
-
-    def _cdf_bounds(self, law) -> tuple[float, float]:
-        s = self.p.shape
-        low = float(law.cdf(s.low)) if s.low is not None else 0.0
-        return low, float(law.cdf(s.high)) if s.high is not None else 1.0
 
 
 class KernelDensity:
@@ -132,6 +128,7 @@ class BOHBSearch(Searcher):
         self.params = tuple(params)
         self.time_attr = time_attr
         self.coordinates = [Coordinate(p) for p in self.params if p.is_searched]
+        self.coordinate_of = {c.p.name: c for c in self.coordinates}
         self.choices = np.array([c.choices for c in self.coordinates], dtype=int)
         self.min_points_in_model = len(self.coordinates) + 1
         self.top_n_percent = top_n_percent
@@ -197,13 +194,13 @@ class BOHBSearch(Searcher):
 
     def _config(self, vector: Sequence[float]) -> dict[str, Any]:
         """The config of ``vector``, inactive parameters left out (as :func:`sample_flat` gives one)."""
-        by_name = {c.p.name: u for c, u in zip(self.coordinates, vector, strict=True)}
+        u_of = {c.p.name: u for c, u in zip(self.coordinates, vector, strict=True)}
         config: dict[str, Any] = {}
-        coordinates = {c.p.name: c for c in self.coordinates}
         for p in self.params:
-            if not p.active(config):
-                continue
-            config[p.name] = p.value if p.distribution == "constant" else coordinates[p.name].decode(by_name[p.name])
+            if p.active(config):
+                config[p.name] = (
+                    p.value if p.distribution == "constant" else self.coordinate_of[p.name].decode(u_of[p.name])
+                )
         return config
 
     def _observe(self, vector: np.ndarray, budget: float, loss: float) -> None:
