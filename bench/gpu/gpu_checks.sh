@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in one run of at most 10 minutes: what the machine is, the benchmarks of
 # many trials on one GPU (fused_bundles: one at a time, packed, fused; gpu_packing: the quickstart packed
-# and with gpus_per_worker auto), the tests marked `gpu`, and (without --quick) gpu_amp, gpu_warm_gangs and
-# whether two NCCL ranks fit on one GPU.
+# and with gpus_per_worker auto), the tests marked `gpu`, where a rank's start and a fused convolution spend
+# their time (gpu_anatomy), and (without --quick) gpu_amp, gpu_warm_gangs, a sweep in bundles on the GPU
+# (bundled_sweep) and whether two NCCL ranks fit on one GPU.
 # Each step's output goes to OUT_DIR (logs and the benchmarks' result files), each step under a time
 # limit so one that hangs leaves the others their time.
 #
@@ -31,6 +32,7 @@ step fused_bundles 210 python3 bench/run.py fused_bundles $quick
 step gpu_packing 150 python3 bench/run.py gpu_packing $quick
 step gpu_tests 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/integration/test_packed_trials.py tests/integration/test_bundles.py \
     tests/training/test_fused.py $([ -n "$quick" ] || echo tests/training tests/integration/test_gangs.py)
+step anatomy 60 python3 -m bench.gpu.gpu_anatomy startup conv
 results=bench/results${quick:+/quick}
 cp "$results/fused_bundles.json" "$results/gpu_packing.json" "$out/" 2>/dev/null
 [ -n "$quick" ] && exit 0
@@ -54,5 +56,6 @@ PY
 step two_nccl_ranks_on_one_gpu 60 python3 "$probe"
 step gpu_amp 180 python3 bench/run.py gpu_amp
 step gpu_warm_gangs 480 python3 bench/run.py gpu_warm_gangs
-cp bench/results/gpu_amp.json bench/results/gpu_warm_gangs.json "$out/"
+step bundled_sweep 300 python3 bench/run.py bundled_sweep
+cp bench/results/gpu_amp.json bench/results/gpu_warm_gangs.json bench/results/bundled_sweep.json "$out/"
 exit 0

@@ -8,6 +8,9 @@ Figure: the bundled sweep's trials per hour over the same sweep's with every tri
 the issue's CPU row for a bundle of 8, here through the whole service: Tune, ASHA, wandb, checkpoints).
 Both sweeps use the machine's two slots: two warm gangs of one rank, each training one trial at a time
 or one bundle of up to 8 members at a time.
+
+On a machine with a GPU the trials run on it, each rank with one CPU: alone at one GPU per trial, alone
+packed eight to the GPU (``gpus_per_worker: 0.125``), and in bundles of 8 at one GPU per bundle.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ TARGET_RATIO = ">= 2"
 BUNDLE = 8
 
 
-def sweep_spec(run_cap: int) -> dict[str, Any]:
+def sweep_spec(run_cap: int, gpus_per_worker: float = 0) -> dict[str, Any]:
     return {
         "name": "bundled-sweep", "task": "digits", "method": "random", "run_cap": run_cap, "seed": 0,
         "metric": {"name": "val_accuracy", "goal": "maximize"},
@@ -41,15 +44,15 @@ def sweep_spec(run_cap: int) -> dict[str, Any]:
             "optimizer": {"value": "adam"},
         },
         "scheduler": {"type": "asha", "max_t": 8, "grace_period": 1, "reduction_factor": 3},
-        "resources": {"workers": 1, "cpus_per_worker": 1},
+        "resources": {"workers": 1, "cpus_per_worker": 1, "gpus_per_worker": gpus_per_worker},
     }
 
 
-def one_sweep(bundle: int, run_cap: int) -> dict[str, Any]:
+def one_sweep(bundle: int, run_cap: int, gpus_per_worker: float = 0) -> dict[str, Any]:
     """One ``tune-run`` of the sweep with ``execution.bundle`` ``bundle``: its wall time and trials."""
     with tempfile.TemporaryDirectory(prefix="bench_bundled_") as storage:
         spec = Path(storage, "sweep.yaml")
-        spec.write_text(yaml.safe_dump({**sweep_spec(run_cap), "execution": {"bundle": bundle}}))
+        spec.write_text(yaml.safe_dump({**sweep_spec(run_cap, gpus_per_worker), "execution": {"bundle": bundle}}))
         command = [sys.executable, "-m", "tune_service.cli", str(spec), "--storage", storage, "--name", "sweep"]
         started = time.perf_counter()
         done = subprocess.run(command, cwd=storage, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -61,14 +64,22 @@ def one_sweep(bundle: int, run_cap: int) -> dict[str, Any]:
     trials = summary["trials"]
     epochs = sum(t["epochs"] for t in trials)
     best = summary.get("best", {}).get("metrics", {}).get("val_accuracy")
-    print(f"      bundle {bundle}: {wall_s:.1f} s, {len(trials)} trials, {epochs} epochs, best {best}", flush=True)
+    print(f"      bundle {bundle}, {gpus_per_worker:g} GPU: {wall_s:.1f} s, {len(trials)} trials, {epochs} epochs, "
+          f"best {best}", flush=True)
     return {"wall_s": wall_s, "trials": len(trials), "epochs": epochs, "best_val_accuracy": best,
             "trials_per_hour": len(trials) / wall_s * 3600}
 
 
 def run(quick: bool) -> dict[str, Any]:
+    import torch
+
     size = SIZES[quick]
-    rounds = interleaved({str(b): (lambda b=b: one_sweep(b, size["run_cap"])) for b in (1, BUNDLE)}, size["rounds"])
+    # name -> (bundle, GPUs per rank)
+    variants = {"1": (1, 0.0), str(BUNDLE): (BUNDLE, 0.0)}
+    if torch.cuda.is_available():
+        variants = {"1": (1, 1.0), "1 packed": (1, 1 / BUNDLE), str(BUNDLE): (BUNDLE, 1.0)}
+    rounds = interleaved({name: (lambda v=v: one_sweep(v[0], size["run_cap"], v[1])) for name, v in variants.items()},
+                         size["rounds"])
     alone, bundled = rounds["1"], rounds[str(BUNDLE)]
     ratios = [b["trials_per_hour"] / a["trials_per_hour"] for a, b in zip(alone, bundled, strict=True)]
     figures = [
@@ -79,7 +90,14 @@ def run(quick: bool) -> dict[str, Any]:
                     + ", ".join(f"{r['wall_s']:.1f}" for r in bundled) + " s; ratios "
                     + ", ".join(f"{r:.2f}" for r in ratios)),
     ]
-    return {"figures": figures, "sizes": size, "rounds": rounds}
+    if "1 packed" in rounds:
+        packed = rounds["1 packed"]
+        figures.append(figure(f"sweep packed {BUNDLE} to the GPU, trials per hour / alone", "each trial alone on "
+                              "a warm gang", 1.0, median([p["trials_per_hour"] / a["trials_per_hour"]
+                                                          for a, p in zip(alone, packed, strict=True)]), None, "x",
+                              note="every run: packed " + ", ".join(f"{r['wall_s']:.1f}" for r in packed) + " s"))
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {"figures": figures, "sizes": size, "rounds": rounds, "device": device}
 
 
 if __name__ == "__main__":
