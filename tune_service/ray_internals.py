@@ -112,6 +112,14 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(
         "ray.tune.execution.class_cache:_ActorClassCache", "_cache", "execution.trial_actors", "as above", instance=True
     ),
+    # Tune's per-trial result files, kept whole when a trial starts again.
+    Internal(
+        "ray.tune.logger.logger:LoggerCallback",
+        "_restore_from_remote",
+        "experiment.trial_logs",
+        "a trial's result.json and progress.csv are copied from storage once per trial and driver run, not "
+        "over the driver's newer copy at every restart (a pause, a PBT exploit)",
+    ),
     # Ray Train sessions, in a trial.
     Internal(
         "ray.train._internal.session",

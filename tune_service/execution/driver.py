@@ -182,25 +182,39 @@ def build_tuner(
         search_alg=plan.searcher,
         scheduler=registry.build_scheduler(spec, recorded),
         num_samples=plan.num_trials,
-        max_concurrent_trials=plan.max_concurrent,
+        # PBT compares a population that exists at once: all of it is created, the cluster runs what fits
+        # and the rest wait (paused or pending) for their turn; other schedulers get trials as slots free.
+        max_concurrent_trials=plan.num_trials if spec.scheduler.type == "pbt" else plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
         # a bundle member's number reaches its actor in its name: the order members report in
         trial_name_creator=member_name if plan.bundle_size > 1 else None,
         # A warm trial's actor (and with it its placement group and gang) serves the slot's next trial.
         reuse_actors=plan.warm_gangs,
     )
+    from tune_service.experiment.trial_logs import trial_loggers
+
     run_config = tune.RunConfig(
         name=name,
         storage_path=str(storage) if is_remote(storage) else str(Path(storage).resolve()),
-        callbacks=callbacks or [],
+        callbacks=[*trial_loggers(), *(callbacks or [])],
         stop=stopper,
         verbose=verbose,
         failure_config=failure,
-        # The newest checkpoint is all a resumed trial needs; one more survives a cut-off copy.
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=2) if plan.warm_gangs else None,
+        checkpoint_config=_checkpoints_kept(spec, plan.warm_gangs),
     )
     # The searcher hands each trial its whole config (constants included), so Tune's param_space is empty.
     return TunerRecipe(tune.with_resources(run_trial, resources), {}, tune_config, run_config)
+
+
+def _checkpoints_kept(spec: SweepSpec, warm_gangs: bool) -> Any:
+    """Tune's checkpoint config: on warm gangs the newest two (the newest is all a resumed trial needs; one
+    more survives a cut-off copy), except under PBT, which keeps every one: a paused trial may exploit
+    another's checkpoint of an earlier perturbation after that trial has reported two more."""
+    from ray import tune
+
+    if not warm_gangs:
+        return None
+    return tune.CheckpointConfig(num_to_keep=None if spec.scheduler.type == "pbt" else 2)
 
 
 def run(

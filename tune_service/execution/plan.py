@@ -17,6 +17,7 @@ from tune_service.execution.bundles import check_bundles, describe_bundles
 from tune_service.execution.packing import Packing, measure, without_gpu
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
+from tune_service.search.population import check_population, describe_population
 from tune_service.search.schedule import Schedule, expected_schedule
 from tune_service.spec import SweepSpec
 from tune_service.spec.training import TrainingSettings
@@ -175,6 +176,14 @@ class SweepPlan:
                     else f"every trial trains {sched.max_t} {sched.time_unit}s"
                 )
             )
+        elif sched.type == "pbt":
+            lines.append(f"scheduler    pbt: a population of {self.num_trials}, each trial trains {sched.max_t} epochs")
+            lines.append(f"  {describe_population(s)}")
+            if (self.max_concurrent or 0) < self.num_trials:
+                lines.append(
+                    f"  {self.max_concurrent} of the {self.num_trials} train at once: the others wait paused at "
+                    f"their last checkpoint and take turns, as in Ray's PBT"
+                )
         else:
             lines.append(
                 f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
@@ -221,6 +230,10 @@ class SweepPlan:
                 "fifo, each program to its end"
                 if open_ended
                 else f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
+            )
+        elif s.scheduler.type == "pbt":
+            schedule = (
+                f"pbt (perturbs every {s.scheduler.perturbation_interval} epochs; {s.scheduler.max_t} epochs each)"
             )
         else:
             rungs = ", ".join(str(e) for e in self.rungs[:4]) + (", ..." if len(self.rungs) > 4 else "")
@@ -356,6 +369,8 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
         )
     if spec.execution.bundle > 1:
         check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
+    if spec.scheduler.type == "pbt":
+        check_population(spec, resolved.task, plan.runs_program)
     if spec.resources.gpus_auto and resolved.task is None:
         what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"
         raise SpecError(

@@ -57,6 +57,10 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     s = spec.scheduler
     if s.type == "fifo":
         return FIFOScheduler()
+    if s.type == "pbt":
+        from tune_service.search.population import build_population
+
+        return build_population(spec)
     if s.type == "asha":
         from tune_service.search.asha import PromotingASHA
 

@@ -4,6 +4,7 @@ This follows the arithmetic of Ray Tune's own schedulers, so that ``--dry-run`` 
 happen rather than the textbook algorithm:
 
 - FIFO: every trial trains ``max_t`` epochs. Exact.
+- PBT: as FIFO (it stops no trial; an exploit only changes where a trial's weights come from). Exact.
 - ASHA (:class:`~tune_service.search.asha.PromotingASHA`, one bracket): trials are compared at epochs
   ``ceil(grace_period * eta**k)`` below ``max_t``; the best ``1/eta`` of those recorded at a rung go
   on. Promotion is asynchronous (an early trial is compared against few others, and the first trial at
@@ -109,9 +110,11 @@ class Schedule:
 def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = False) -> Schedule:
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
     unit, open_ended = scheduler.time_unit, scheduler.open_ended
-    if scheduler.type == "fifo":
+    if scheduler.type in ("fifo", "pbt"):  # PBT stops no trial: each trains max_t, some from another's weights
         brackets: tuple[Bracket, ...] = (Bracket((Rung(scheduler.max_t, num_trials),)),)
-        return Schedule("fifo", num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended)
+        return Schedule(
+            scheduler.type, num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended
+        )
     if scheduler.type == "asha":
         return Schedule(
             "asha",

@@ -104,6 +104,11 @@ TYPES: dict[str, dict] = {
     "scheduler.grace_period": _integer(1),
     "scheduler.reduction_factor": _number(exclusiveMinimum=1),
     "scheduler.time_unit": _choice(TIME_UNITS),
+    "scheduler.perturbation_interval": _integer(1),
+    "scheduler.quantile_fraction": _number(exclusiveMinimum=0, maximum=0.5),
+    "scheduler.resample_probability": _number(minimum=0, maximum=1),
+    "scheduler.perturbation_factors": {"type": "array", "minItems": 1, "items": _number(exclusiveMinimum=0)},
+    "scheduler.mutate": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _STRING},
     "resources.workers": _integer(1),
     "resources.cpus_per_worker": _number(exclusiveMinimum=0),
     "resources.gpus_per_worker": {"anyOf": [_number(minimum=0), {"const": AUTO}]},
@@ -201,7 +206,19 @@ DESCRIPTIONS: dict[str, str] = {
     "early_terminate.strict": "W&B's stricter pruning: read, but ASHA's asynchronous rule decides which trials stop.",
     "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
     "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
-    "the only choice with method bohb) or fifo (no early stopping).",
+    "the only choice with method bohb), fifo (no early stopping) or pbt (population-based training: the "
+    "weak trials take the weights of the strong and change their hyperparameters; with method random or grid).",
+    "scheduler.perturbation_interval": "pbt: the epochs between a trial's comparisons with the population "
+    "(each trial's checkpoint of that epoch is what another may copy); less than max_t.",
+    "scheduler.quantile_fraction": "pbt: the bottom fraction of the population that copies a trial of the "
+    "top fraction, at most 0.5.",
+    "scheduler.resample_probability": "pbt: the chance that a copied trial's parameter is drawn again from "
+    "its distribution rather than perturbed.",
+    "scheduler.perturbation_factors": "pbt: what a continuous parameter is multiplied by (one at random), "
+    "then kept within its bounds; a parameter with listed values steps to a neighbouring value instead.",
+    "scheduler.mutate": "pbt: the searched parameters it may change mid-training (default: the searched "
+    "ones among lr, weight_decay, momentum, dampening and eps). Not one that changes the model's shapes, "
+    "the batch size, the data, or a conditional one.",
     "scheduler.max_t": "Every trial's budget in time_unit: the epochs (or steps) a trial runs when it is "
     "never stopped (for fifo too).",
     "scheduler.grace_period": "The epochs (or steps, by time_unit) every trial runs before it can be stopped: "

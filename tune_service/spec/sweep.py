@@ -21,7 +21,7 @@ from tune_service.spec.wandb import WandbSettings
 
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb", "optuna")
 GOALS = ("minimize", "maximize")
-SCHEDULERS = ("asha", "hyperband", "fifo")
+SCHEDULERS = ("asha", "hyperband", "fifo", "pbt")
 #: What the scheduler counts a trial's progress in: epochs or optimizer steps of a task's trial, or (a W&B
 #: program's trial, as W&B's hyperband counts) the values of the sweep's metric the program has logged.
 TIME_UNITS = ("epoch", "step", "value")
@@ -80,6 +80,18 @@ class SchedulerSpec:
     grace_period: int = 1
     reduction_factor: float = 3
     time_unit: str = "epoch"
+    #: Population-based training (``type: pbt``, Ray Tune's PBT and its names): every
+    #: ``perturbation_interval`` epochs a trial in the bottom ``quantile_fraction`` of the population takes
+    #: the weights and optimizer state of one in the top, and the hyperparameters in ``mutate``, each
+    #: resampled from its own distribution with ``resample_probability``, else multiplied by one of
+    #: ``perturbation_factors`` (kept within its bounds; a listed value steps to a neighbour instead).
+    perturbation_interval: int = 4
+    quantile_fraction: float = 0.25
+    resample_probability: float = 0.25
+    perturbation_factors: tuple[float, ...] = (0.8, 1.2)
+    #: The searched parameters PBT may change mid-training (None: the optimizer's among them, see
+    #: :data:`tune_service.search.population.OPTIMIZER_NUMBERS`).
+    mutate: tuple[str, ...] | None = None
 
     @property
     def time_attr(self) -> str:

@@ -383,12 +383,81 @@ def _scheduler(
             "value (the values of the metric a W&B program logged) is for a "
             "program's trials; a task's count epoch or step, got 'value'",
         )
+    if kind == "pbt" and unit != "epoch":
+        check.fail("scheduler.time_unit", f"must be epoch with scheduler.type pbt (it perturbs at epochs), got {unit}")
     return SchedulerSpec(
         type=kind,
         max_t=max_t,
         grace_period=grace,
         reduction_factor=eta or d.reduction_factor,
         time_unit=unit or d.time_unit,
+        **_population(check, raw, kind, max_t),
+    )
+
+
+#: The ``scheduler`` keys of population-based training (``type: pbt``) only.
+POPULATION_KEYS = (
+    "perturbation_interval",
+    "quantile_fraction",
+    "resample_probability",
+    "perturbation_factors",
+    "mutate",
+)
+
+
+def _population(check: Checker, raw: dict, kind: str, max_t: int) -> dict[str, Any]:
+    """The ``scheduler`` block's keys of ``type: pbt`` (:class:`SchedulerSpec`), only noted under another type.
+    Which parameters ``mutate`` may name depends on the parameters and the task: the plan checks that
+    (:func:`tune_service.search.population.check_population`)."""
+    d = SchedulerSpec(type="pbt")
+    if kind != "pbt":  # read and left, as asha's keys are under fifo; said when it would have changed something
+        for key in POPULATION_KEYS:
+            default = getattr(d, key)
+            if key in raw and raw[key] not in (default, list(default) if isinstance(default, tuple) else default):
+                check.note(f"scheduler.{key}: read, not used: it is for scheduler.type pbt, and the type is {kind}")
+        return {}
+    interval = check.integer(
+        "scheduler.perturbation_interval", raw.get("perturbation_interval", d.perturbation_interval), minimum=1
+    )
+    if max_t >= 1 and interval >= max_t:
+        check.fail(
+            "scheduler.perturbation_interval",
+            f"must be < scheduler.max_t ({max_t}), or no trial is ever perturbed, got {interval}",
+        )
+    quantile = check.number("scheduler.quantile_fraction", raw.get("quantile_fraction", d.quantile_fraction))
+    if quantile is not None and not 0 < quantile <= 0.5:
+        check.fail(
+            "scheduler.quantile_fraction",
+            f"must be in (0, 0.5] (the bottom and the top fraction of the population), got {quantile}",
+        )
+    resample = check.number("scheduler.resample_probability", raw.get("resample_probability", d.resample_probability))
+    if resample is not None and not 0 <= resample <= 1:
+        check.fail("scheduler.resample_probability", f"must be a probability in [0, 1], got {resample}")
+    factors = raw.get("perturbation_factors", list(d.perturbation_factors))
+    if not (
+        isinstance(factors, list)
+        and factors
+        and all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 and math.isfinite(f) for f in factors)
+    ):
+        check.fail(
+            "scheduler.perturbation_factors",
+            f"must be a list of numbers > 0 to multiply a value by, such as [0.8, 1.2], got {factors!r}",
+        )
+        factors = list(d.perturbation_factors)
+    mutate = raw.get("mutate")
+    names = isinstance(mutate, list) and all(isinstance(n, str) for n in mutate)
+    if mutate is not None and not (names and mutate and len(set(mutate)) == len(mutate)):
+        check.fail(
+            "scheduler.mutate",
+            f"must be a list of the searched parameters' names, each once, such as [lr, weight_decay], got {mutate!r}",
+        )
+        mutate = None
+    return dict(
+        perturbation_interval=interval,
+        quantile_fraction=quantile if quantile is not None else d.quantile_fraction,
+        resample_probability=resample if resample is not None else d.resample_probability,
+        perturbation_factors=tuple(float(f) for f in factors),
+        mutate=tuple(mutate) if mutate is not None else None,
     )
 
 

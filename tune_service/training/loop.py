@@ -143,17 +143,42 @@ def setup_run(config: TrialConfig, context: TrainContext) -> TrainingRun:
     state = context.restored_state()
     if state is not None:
         model.plain.load_state_dict(state["model"])
+        own = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
         optimizer.load_state_dict(state["optimizer"])
+        keep_own_hyperparameters(optimizer, own)
         if state["scaler"]:  # empty when the scaler is disabled (fp32, bf16)
             run.scaler.load_state_dict(state["scaler"])
         if task_scheduler is not None and state.get("scheduler"):
             task_scheduler.load_state_dict(state["scheduler"])
+            if hasattr(task_scheduler, "base_lrs"):  # a torch LR scheduler scales the trial's own lrs
+                task_scheduler.base_lrs = [g.get("initial_lr", g["lr"]) for g in optimizer.param_groups]
         run.epochs_done = int(state["epoch"])
         run.epoch_batches = int(state.get("epoch_batches") or 0)  # absent before reports by steps existed
         step = state.get("step")  # absent from the checkpoints of earlier versions
         run.steps_done = int(step) if step is not None else run.epochs_done * (steps or 0)
         run.lr = optimizer.param_groups[0]["lr"]
     return run
+
+
+def keep_own_hyperparameters(optimizer: torch.optim.Optimizer, own: list[dict[str, Any]]) -> None:
+    """Put the trial's own optimizer hyperparameters (``own``: its param groups as built from its config,
+    before the checkpoint was loaded) back over those a checkpoint restored, where they differ: a PBT
+    exploit loads another trial's checkpoint, and goes on with its own (mutated) lr, weight decay,
+    momentum, betas. A trial resumed from its own checkpoint has the same ones, and nothing changes.
+
+    The lr a schedule scales is ``initial_lr`` where one is set (by our schedule's first step, or a task's
+    LR scheduler), else ``lr``: the trial's own replaces the restored one, and the current lr keeps the
+    schedule's factor at the checkpoint's step.
+    """
+    for group, mine in zip(optimizer.param_groups, own, strict=True):
+        base, restored_base = mine.get("initial_lr", mine["lr"]), group.get("initial_lr", group["lr"])
+        if base != restored_base:
+            group["lr"] = base * (group["lr"] / restored_base) if restored_base else base
+            if "initial_lr" in group:
+                group["initial_lr"] = base
+        for key, value in mine.items():
+            if key not in ("lr", "initial_lr") and group.get(key) != value:
+                group[key] = value
 
 
 def _optimizer_of(task: Task, model: nn.Module, hparams: Mapping[str, Any], lr: float) -> tuple[Any, Any]:

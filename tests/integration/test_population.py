@@ -1,0 +1,112 @@
+"""``scheduler.type: pbt`` on a real local Ray: the weak trials of a population take the strong ones'
+checkpoints on the warm gang their slot holds, and train on with their own mutated hyperparameters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tune_service
+from tune_service.experiment.layout import TRIAL_RESULTS_FILE, read_trial_results
+from tune_service.spec.training import TrainingSettings
+from tune_service.tasks import resolve_task
+from tune_service.training.context import LocalContext
+from tune_service.training.loop import fit
+from tune_service.training.trial_config import TrialConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+MAX_T, INTERVAL = 6, 2
+
+
+def population_spec(record_dir: Path) -> dict:
+    """Four SGD trials of random lr, one at a time on one warm gang of one rank (it takes both CPUs); at every
+    second epoch the worse half copy the better half. The task records every build of its data sets, by
+    the rank's process (a new rank process builds them anew)."""
+    return {
+        "name": "population", "task": "gang_tasks:CountingDigits", "method": "random", "run_cap": 4, "seed": 3,
+        "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": {
+            "lr": {"distribution": "log_uniform_values", "min": 1e-3, "max": 0.3},
+            "optimizer": {"value": "sgd"}, "record_dir": {"value": str(record_dir)}, "subset": {"value": 1.0},
+        },
+        "scheduler": {"type": "pbt", "max_t": MAX_T, "perturbation_interval": INTERVAL, "quantile_fraction": 0.5},
+        "resources": {"workers": 1, "cpus_per_worker": 2},
+        "training": {"deterministic": True},
+        "failure": {"max_failures": 0},
+    }
+
+
+def reports(trial_dir: Path) -> list[dict]:
+    return read_trial_results(trial_dir / TRIAL_RESULTS_FILE)
+
+
+def exploits(experiment: Path) -> list[tuple[Path, dict]]:
+    """Each (trial directory, its first report after an exploit). A trial started again from its own
+    checkpoint first repeats that checkpoint's report; one started from another's checkpoint reports the
+    epoch after it, which its own last report need not be (a trial runs ahead until its pause arrives)."""
+    found = []
+    for trial_dir in sorted(experiment.glob("trial_*")):
+        rows = reports(trial_dir)
+        for before, after in zip(rows, rows[1:]):
+            if after["iterations_since_restore"] == 1 and after["epoch"] != before["epoch"]:
+                found.append((trial_dir, after))
+    return found
+
+
+def donor_checkpoints(experiment: Path, config: dict, epoch: int) -> list[Path]:
+    """The checkpoints of epoch ``epoch`` of the trials whose config was ``config`` at that epoch."""
+    found = []
+    for trial_dir in experiment.glob("trial_*"):
+        if any(r["epoch"] == epoch and r["config"] == config for r in reports(trial_dir)):
+            found += [c for c in sorted(trial_dir.glob("checkpoint_*"))
+                      if json.loads((c / "report.json").read_text())["epoch"] == epoch]
+    return found
+
+
+def one_epoch_from(checkpoint: Path, hparams: dict, epoch: int, work: Path) -> dict:
+    """The report of a fresh trial of ``hparams`` started from ``checkpoint`` (epoch ``epoch - 1``),
+    trained one epoch alone in this process."""
+    shutil.copytree(checkpoint, work / "checkpoints" / f"epoch_{epoch - 1:04d}")
+    task = resolve_task("gang_tasks:CountingDigits")
+    context = LocalContext(output_dir=work)
+    fit(TrialConfig(task, {**task.task.defaults, **hparams}, epochs=epoch, seed=3,
+                    settings=TrainingSettings(deterministic=True)), context)
+    (report,) = context.reports
+    return report
+
+
+def test_weak_trials_take_the_strong_ones_weights_on_their_warm_gang_and_train_on_with_their_own_lr(
+    ray_cluster, tmp_path
+):
+    record_dir = tmp_path / "builds"
+    record_dir.mkdir()
+    result = tune_service.run(population_spec(record_dir), storage=tmp_path, name="population", verbose=0)
+    assert [t.status for t in result.trials] == ["completed"] * 4
+    assert all(t.epochs == MAX_T for t in result.trials)
+    experiment = tmp_path / "population"
+    found = exploits(experiment)
+    assert found, "no trial exploited another"
+    # One rank process trained the whole population: every exploit was a checkpoint load in it.
+    assert len({build.name.split("-")[1] for build in record_dir.iterdir()}) == 1
+
+    # Every epoch of every trial is in its results, though trials paused and started again (each file is
+    # Tune's, kept whole: tune_service.experiment.trial_logs).
+    for trial_dir in experiment.glob("trial_*"):
+        assert {r["epoch"] for r in reports(trial_dir)} == set(range(1, MAX_T + 1)), trial_dir.name
+
+    # The first epoch after an exploit is the donor's checkpoint trained one more epoch with the trial's new
+    # config, as a fresh trial started from that checkpoint trains it (bit for bit: deterministic, one rank).
+    # Ray's PBT records every exploit: [trial, donor, their iterations, the donor's config, the new one].
+    policy = [json.loads(line) for line in (experiment / "pbt_global.txt").read_text().splitlines()]
+    trial_dir, after = found[0]
+    epoch = after["epoch"]
+    donor_config = next(p[4] for p in policy if p[5] == after["config"])
+    assert after["lr"] == after["config"]["lr"]  # the trial's own lr, not the donor's
+    alone = [one_epoch_from(checkpoint, after["config"], epoch, tmp_path / f"alone{i}")
+             for i, checkpoint in enumerate(donor_checkpoints(experiment, donor_config, epoch - 1))]
+    keys = ("epoch", "lr", "train_loss", "val_loss", "val_accuracy")
+    assert {k: after[k] for k in keys} in [{k: a[k] for k in keys} for a in alone]

@@ -1,0 +1,116 @@
+"""``scheduler.type: pbt`` before anything runs: the spec's keys, what the population may change, the
+dry-run's refusals, and the mutations handed to Ray's PBT (kept within their bounds and types)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tune_service.errors import SpecError
+from tune_service.execution.plan import make_plan
+from tune_service.search import registry
+from tune_service.search.population import OPTIMIZER_NUMBERS, mutable_parameters, within_bounds
+from tune_service.spec import load_spec
+from tune_service.training.fused import FUSABLE
+
+LR = {"distribution": "log_uniform_values", "min": 1e-3, "max": 0.3}
+
+
+def pbt_spec(parameters: dict | None = None, **scheduler) -> dict:
+    return {
+        "method": "random", "run_cap": 4, "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": parameters or {"lr": LR, "momentum": {"min": 0.0, "max": 0.9}, "hidden": {"values": [32, 64]}},
+        "scheduler": {"type": "pbt", "max_t": 6, "perturbation_interval": 2, **scheduler},
+    }
+
+
+def refusal(spec: dict) -> str:
+    with pytest.raises(SpecError) as caught:
+        make_plan(load_spec(spec))
+    return str(caught.value)
+
+
+def test_the_optimizers_numbers_are_what_a_trial_restored_from_another_can_take_as_its_own():
+    assert set(OPTIMIZER_NUMBERS) <= set(FUSABLE)
+
+
+def test_by_default_the_population_changes_the_searched_optimizer_numbers_only():
+    spec = load_spec(pbt_spec())
+    assert [p.name for p in mutable_parameters(spec)] == ["lr", "momentum"]
+    assert spec.scheduler.perturbation_factors == (0.8, 1.2) and spec.scheduler.quantile_fraction == 0.25
+    assert [p.name for p in mutable_parameters(load_spec(pbt_spec(mutate=["momentum"])))] == ["momentum"]
+
+
+def test_the_plan_says_what_the_population_compares_and_changes():
+    text = make_plan(load_spec(pbt_spec(resample_probability=0.5))).describe()
+    assert "scheduler    pbt: a population of 4, each trial trains 6 epochs" in text
+    assert "every 2 epoch(s) the bottom 25% of the population copy a top 25% trial's weights" in text
+    assert "then change lr, momentum (resampled with probability 0.5, else x0.8/1.2 within bounds)" in text
+    assert "budget       24 trial-epochs expected" in text
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (pbt_spec(mutate=["hidden"]), "scheduler.mutate: hidden changes the model's shapes (hidden=32 and 64 build "
+                                  "different models)"),
+    (pbt_spec(mutate=["lr", "seed_of_nothing"]), "scheduler.mutate: names searched parameters (lr, momentum, "
+                                                 "hidden), got 'seed_of_nothing'"),
+    (pbt_spec({"hidden": {"values": [32, 64]}}), "scheduler.mutate: none of the searched parameters (hidden) is "
+                                                 "the optimizer's"),
+    (pbt_spec({"opt": {"values": ["sgd", "adam"]}, "lr": LR, "momentum": {"min": 0.0, "max": 0.9,
+                                                                          "when": {"opt": ["sgd"]}}},
+              mutate=["momentum"]), "scheduler.mutate: momentum is conditional"),
+    ({**pbt_spec(), "execution": {"bundle": 2}, "resources": {"workers": 1}}, "execution.bundle: must be 1 with "
+                                                                              "scheduler.type pbt"),
+    ({**pbt_spec(), "execution": {"gangs": "fresh"}}, "execution.gangs: must be warm with scheduler.type pbt"),
+    ({**pbt_spec(perturbation_interval=3), "training": {"checkpoint_every": 2}}, "training.checkpoint_every: must "
+                                                                                 "divide scheduler.perturbation_interval (3)"),
+])
+def test_the_dry_run_refuses_what_a_checkpoint_cannot_carry_or_pbt_cannot_run(spec, message):
+    assert message in refusal(spec)
+
+
+@pytest.mark.parametrize(("scheduler", "message"), [
+    ({"perturbation_interval": 0}, "scheduler.perturbation_interval: must be >= 1, got 0"),
+    ({"quantile_fraction": 0.6}, "scheduler.quantile_fraction: must be in (0, 0.5]"),
+    ({"resample_probability": 1.5}, "scheduler.resample_probability: must be a probability in [0, 1], got 1.5"),
+    ({"perturbation_factors": [0.8, -1]}, "scheduler.perturbation_factors: must be a list of numbers > 0"),
+    ({"mutate": ["lr", "lr"]}, "scheduler.mutate: must be a list of the searched parameters' names, each once"),
+    ({"time_unit": "step"}, "scheduler.time_unit: must be epoch with scheduler.type pbt"),
+])
+def test_bad_pbt_keys_are_refused_naming_the_rule_and_the_value(scheduler, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        load_spec(pbt_spec(**scheduler))
+
+
+def test_a_pbt_key_under_another_scheduler_is_noted_as_unused():
+    spec = load_spec({**pbt_spec(), "scheduler": {"type": "asha", "max_t": 6, "perturbation_interval": 3}})
+    assert "scheduler.perturbation_interval: read, not used: it is for scheduler.type pbt, and the type is asha" \
+        in spec.notes
+
+
+def test_a_mutated_value_stays_within_its_bounds():
+    spec = load_spec(pbt_spec({"lr": LR, "optimizer": {"parameters": {"momentum": {"min": 0.0, "max": 0.9}}}},
+                              mutate=["lr", "optimizer.momentum"]))
+    clip = within_bounds(mutable_parameters(spec))
+    assert clip({"lr": 0.3 * 1.2, "optimizer": {"momentum": 0.9 * 1.2}}) == {"lr": 0.3, "optimizer": {"momentum": 0.9}}
+    assert clip({"lr": 1e-3 * 0.8, "optimizer": {"momentum": 0.5}}) == {"lr": 1e-3, "optimizer": {"momentum": 0.5}}
+
+
+def test_rays_pbt_mutates_the_nested_config_a_trial_has_within_bounds():
+    from ray.tune.schedulers.pbt import _explore
+
+    spec = load_spec(pbt_spec({"lr": LR, "optimizer": {"parameters": {"momentum": {"min": 0.0, "max": 0.9}}},
+                               "dropout": {"values": [0.0, 0.1, 0.2]}, "hidden": {"values": [32, 64, 128]}},
+                              mutate=["lr", "optimizer.momentum", "dropout"]))
+    population = registry.build_scheduler(spec)
+    random.seed(0)
+    config = {"lr": 0.3, "optimizer": {"momentum": 0.9}, "dropout": 0.1, "hidden": 64}
+    dropouts = set()
+    for _ in range(50):  # Ray's own explore step, as an exploit runs it (its names are Ray's: the test says if they go)
+        config, _ = _explore(config, population._hyperparam_mutations, 0.25, (0.8, 1.2), population._custom_explore_fn)
+        assert 1e-3 <= config["lr"] <= 0.3 and 0.0 <= config["optimizer"]["momentum"] <= 0.9
+        assert config["hidden"] == 64  # not the population's to change
+        dropouts.add(config["dropout"])
+    assert dropouts == {0.0, 0.1, 0.2}  # a listed value steps between its values

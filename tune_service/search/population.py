@@ -1,0 +1,274 @@
+"""Population-based training (``scheduler.type: pbt``): Ray Tune's ``PopulationBasedTraining`` over a
+population drawn by our random or grid searcher, mutating the parameters the spec allows, within their
+bounds.
+
+How an exploit runs here: Ray's PBT pauses the weak trial, gives it the strong trial's config with the
+mutations applied and the strong trial's latest checkpoint, and starts it again. A warm trial starts
+again on the warm gang its slot already holds (the ranks stay up; only the checkpoint is loaded), takes
+the handed checkpoint as where it starts (:meth:`~tune_service.execution.sweep_trial.SweepTrial.start_point`),
+and the shared loop puts the trial's own hyperparameters into the restored optimizer
+(:func:`~tune_service.training.loop.setup_run`).
+
+What PBT may change (:func:`mutable_parameters`): the parameters ``scheduler.mutate`` names, or by default
+the searched ones among the optimizer's numbers (:data:`OPTIMIZER_NUMBERS`). :func:`check_population`
+refuses, before anything runs, a parameter whose change a checkpoint cannot carry: one that changes the
+model's shapes (the architecture), the batch size or the data, a conditional one; and a sweep PBT cannot
+run: a model-based searcher (it would learn from results of configs PBT changed mid-trial), a W&B program
+or a train loop (their checkpoints are not the shared loop's), fresh trials (``execution.gangs: fresh``),
+fused bundles, and checkpoints rarer than the perturbations.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+
+from tune_service.errors import Problem, SpecError
+from tune_service.search.spaces import sample_flat, support
+from tune_service.spec.parameters import round_to_q
+
+if TYPE_CHECKING:
+    from tune_service.spec import SweepSpec
+    from tune_service.spec.parameters import ParameterSpec
+    from tune_service.tasks import Task
+
+#: The optimizer's numbers, which PBT changes by default (a subset of what a fused bundle's members may
+#: differ in, :data:`tune_service.training.fused.FUSABLE`): the loop puts them into the restored optimizer.
+OPTIMIZER_NUMBERS = ("lr", "weight_decay", "momentum", "dampening", "eps")
+#: The searchers whose population PBT can start from: their suggestions never depend on results.
+POPULATION_SEARCHERS = ("random", "grid")
+
+
+def mutable_parameters(spec: SweepSpec) -> tuple[ParameterSpec, ...]:
+    """The parameters PBT may change: ``scheduler.mutate``'s, else the searched optimizer numbers."""
+    names = spec.scheduler.mutate
+    if names is None:
+        return tuple(p for p in spec.parameters if p.is_searched and p.name in OPTIMIZER_NUMBERS)
+    by_name = {p.name: p for p in spec.parameters}
+    return tuple(by_name[name] for name in names if name in by_name)
+
+
+def check_population(spec: SweepSpec, task: Task | None, runs_program: bool) -> None:
+    """The dry-run's refusals of ``scheduler.type: pbt`` (see the module's docstring), each naming the key,
+    the rule and the value.
+
+    Raises:
+        SpecError: every problem found.
+    """
+    problems: list[Problem] = []
+
+    def refuse(path: str, rule: str) -> None:
+        problems.append(Problem(path, rule))
+
+    if spec.method not in POPULATION_SEARCHERS:
+        refuse(
+            "method",
+            f"must be random or grid with scheduler.type pbt (its population is drawn at random or from the "
+            f"grid; a model-based searcher would learn from results of configs PBT changed mid-trial), got "
+            f"{spec.method}",
+        )
+    if task is None:
+        what = "a W&B program" if runs_program else "a train_loop_per_worker"
+        refuse(
+            "scheduler.type",
+            f"pbt copies the shared loop's checkpoints between a Task's trials; this sweep runs {what}, whose "
+            f"checkpoints are its own: use asha, hyperband or fifo",
+        )
+    if task is not None and spec.execution.gangs != "warm":
+        refuse(
+            "execution.gangs",
+            "must be warm with scheduler.type pbt (an exploit loads the donor's checkpoint on the trial's "
+            "warm gang; a fresh Ray Train run per exploit is what warm gangs avoid), got fresh",
+        )
+    if spec.execution.bundle > 1:
+        refuse(
+            "execution.bundle",
+            f"must be 1 with scheduler.type pbt (a bundle's members are not exploited), got {spec.execution.bundle}",
+        )
+    every = spec.training.checkpoint_every
+    interval = spec.scheduler.perturbation_interval
+    if every == 0 or interval % every:
+        refuse(
+            "training.checkpoint_every",
+            f"must divide scheduler.perturbation_interval ({interval}): a trial that exploits another loads "
+            f"its checkpoint of the perturbation's epoch, got {every}",
+        )
+    problems += _mutation_problems(spec, task)
+    if problems:
+        raise SpecError(problems)
+
+
+def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
+    by_name = {p.name: p for p in spec.parameters}
+    searched = [p.name for p in spec.parameters if p.is_searched]
+    if spec.scheduler.mutate is None:
+        if not mutable_parameters(spec):
+            return [
+                Problem(
+                    "scheduler.mutate",
+                    f"none of the searched parameters ({', '.join(searched) or 'none'}) is the optimizer's "
+                    f"({', '.join(OPTIMIZER_NUMBERS)}), which PBT changes by default: name the ones it may "
+                    f"change",
+                )
+            ]
+        return []
+    problems = []
+    data = set(getattr(task, "data_hparams", ()) or ()) | {"batch_size"}
+    for name in spec.scheduler.mutate:
+        p = by_name.get(name)
+        path = "scheduler.mutate"
+        if p is None or not p.is_searched:
+            problems.append(Problem(path, f"names searched parameters ({', '.join(searched)}), got {name!r}"))
+        elif p.when:
+            problems.append(Problem(path, f"{name} is conditional: PBT would give it to trials where it is inactive"))
+        elif name in data:
+            problems.append(
+                Problem(path, f"{name} decides the data each rank is given, which a checkpoint cannot carry over")
+            )
+        elif task is not None and (reason := _changes_shapes(task, spec, p)) is not None:
+            problems.append(Problem(path, reason))
+    return problems
+
+
+def _changes_shapes(task: Task, spec: SweepSpec, p: ParameterSpec) -> str | None:
+    """Why ``p`` is the architecture's (the task's model has other parameter shapes at two of its values),
+    or None. The models are built on torch's meta device: shapes only, no memory, no time."""
+    import torch
+
+    values = _two_values(p)
+    base = {**task.defaults, **{q.name: q.value for q in spec.parameters if q.distribution == "constant"}}
+    shapes = []
+    try:
+        with torch.device("meta"):
+            for value in values:
+                model = task.model({**base, **_first_values(spec), p.name: value})
+                shapes.append({n: tuple(t.shape) for n, t in model.state_dict().items()})
+    except Exception:  # a model that cannot be built on the meta device: judged by its first trial instead
+        return None
+    if shapes[0] != shapes[1]:
+        return (
+            f"{p.name} changes the model's shapes ({p.name}={values[0]!r} and {values[1]!r} build different "
+            f"models): PBT copies weights between trials, so it can change only what the weights do not depend on"
+        )
+    return None
+
+
+def _two_values(p: ParameterSpec) -> tuple[Any, Any]:
+    values = support(p)
+    if values is not None:
+        return values[0], values[-1]
+    s = p.shape
+    low = s.low if s.low is not None else s.law().ppf(0.05)
+    high = s.high if s.high is not None else s.law().ppf(0.95)
+    return (int(low), int(high)) if s.integral else (float(low), float(high))
+
+
+def _first_values(spec: SweepSpec) -> dict[str, Any]:
+    """A value of every searched parameter (its first), so the model is built as a trial's would be."""
+    out = {}
+    for p in spec.parameters:
+        if p.is_searched and not p.when:
+            out[p.name] = _two_values(p)[0]
+    return out
+
+
+def build_population(spec: SweepSpec) -> Any:
+    """Ray's PBT for ``spec`` (its metric and mode come from the Tune config)."""
+    import numpy as np
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    class Population(PopulationBasedTraining):
+        """Ray's PBT with the population drawn by our unguided searcher. Ray refuses any search algorithm
+        but its own variant generator beside PBT, because a model-based searcher would learn from results
+        of configs PBT changed; ours draw without looking at results (:data:`POPULATION_SEARCHERS`, checked
+        by :func:`check_population`), as Ray's variant generator does."""
+
+        def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+            super().on_trial_add(cast(Any, _WithoutSearcher(tune_controller)), trial)
+
+    rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
+    mutable = mutable_parameters(spec)
+    s = spec.scheduler
+    return Population(
+        time_attr=s.time_attr,
+        perturbation_interval=s.perturbation_interval,
+        quantile_fraction=s.quantile_fraction,
+        resample_probability=s.resample_probability,
+        perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
+        hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
+        custom_explore_fn=within_bounds(mutable),
+        log_config=True,
+    )
+
+
+class _WithoutSearcher:
+    """The Tune controller as :meth:`Population.on_trial_add` shows it to Ray's PBT: without a searcher."""
+
+    search_alg = None
+
+    def __init__(self, controller: Any):
+        self._controller = controller
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller, name)
+
+
+def _nested(by_name: dict[str, Any]) -> dict[str, Any]:
+    """Dotted names as the nested groups a trial's config has them in (``optimizer.momentum`` under
+    ``optimizer``), which is how Ray's PBT finds a nested parameter."""
+    out: dict[str, Any] = {}
+    for name, value in by_name.items():
+        *groups, last = name.split(".")
+        node = out
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[last] = value
+    return out
+
+
+def _mutation(p: ParameterSpec, rng: Any) -> list | Callable[[], Any]:
+    """What Ray's PBT mutates ``p`` by: its list of values (a perturbation steps to a neighbour), or a draw
+    from its own distribution (a perturbation multiplies by a factor, :func:`within_bounds` then clips)."""
+    values = support(p)
+    if values is not None:
+        return list(values)
+    return lambda: sample_flat([p], rng)[p.name]
+
+
+def within_bounds(parameters: Sequence[ParameterSpec]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A config's mutated parameters put back within their bounds and types (a continuous value multiplied
+    by a perturbation factor may leave its range, or an integer become a float)."""
+    continuous = [p for p in parameters if support(p) is None]
+
+    def clip(config: dict[str, Any]) -> dict[str, Any]:
+        for p in continuous:
+            *groups, last = p.name.split(".")
+            node = config
+            for group in groups:
+                node = node.get(group, {})
+            if last not in node:
+                continue
+            s = p.shape
+            value = float(node[last])
+            if s.low is not None:
+                value = max(value, s.low)
+            if s.high is not None:
+                value = min(value, s.high)
+            if s.q is not None:
+                value = round_to_q(round(value / s.q) * s.q, s.q)
+            node[last] = int(round(value)) if s.integral else value
+        return config
+
+    return clip
+
+
+def describe_population(spec: SweepSpec) -> str:
+    """The plan's line: what PBT compares, how often, and what it may change."""
+    s = spec.scheduler
+    mutable = ", ".join(p.name for p in mutable_parameters(spec)) or "nothing"
+    factors = "/".join(f"{f:g}" for f in s.perturbation_factors)
+    return (
+        f"every {s.perturbation_interval} {s.time_unit}(s) the bottom {s.quantile_fraction:.0%} of the population "
+        f"copy a top {s.quantile_fraction:.0%} trial's weights and optimizer state on their own warm gang, then "
+        f"change {mutable} (resampled with probability {s.resample_probability:g}, else x{factors} within "
+        f"bounds)"
+    )
