@@ -31,6 +31,7 @@ from tune_service.experiment import layout, saving, stand_ins
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.ray_internals import private, set_tune_trial_environment
+from tune_service.results.lineage import with_lineage
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
@@ -479,6 +480,7 @@ def _execute(
             unfinished=cut,
             time_unit=spec.scheduler.time_unit,
         )
+        outcome = with_lineage(outcome, progress.trials)  # PBT's exploits, which only the progress saw
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if termination.signal_name is not None:
             outcome = replace(outcome, extra={**outcome.extra, results.SIGNAL_KEY: termination.signal_name})

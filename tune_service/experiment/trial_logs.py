@@ -18,6 +18,8 @@ from typing import Any
 
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
+from tune_service.ray_internals import private
+
 
 class _FromStorageOnce:
     """A Tune logger that copies each trial's file from storage at most once in this driver's run."""
@@ -30,7 +32,7 @@ class _FromStorageOnce:
         if (file_name, trial.trial_id) in self._copied:
             return  # started again in this run: the driver's copy is the newest
         self._copied.add((file_name, trial.trial_id))
-        super()._restore_from_remote(file_name, trial)  # type: ignore[misc]
+        private(super(), "_restore_from_remote")(file_name, trial)
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled with the Tuner: a resumed sweep's driver starts with none copied.

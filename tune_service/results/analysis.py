@@ -10,6 +10,9 @@ The tables (pandas DataFrames), named as Ray Tune's ``ResultGrid.get_dataframe()
   first); then its config, one column per hyperparameter, ``config/`` and the parameter's dotted name
   (``config/lr``, ``config/optimizer.momentum``). A metric named like one of the first five columns is
   left out.
+- ``lineage``: population-based training's exploits (``scheduler.type: pbt``), one row each: ``trial_id``,
+  ``epoch`` (the donor's checkpoint the trial went on from), ``donor``, then the trial's config from
+  then on (``config/<name>``); empty for any other sweep.
 - ``history``: one row per report of every trial: ``trial_id``, ``epoch``, the reported metrics
   (``step`` among them), ``time_total_s``; by trial (as in ``trials``), then by the scheduler's time unit
   (:attr:`SweepResults.time_unit`: epoch, or step). A resumed trial reports some epochs (steps) again
@@ -49,6 +52,7 @@ from tune_service.experiment import layout
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
+from tune_service.results.lineage import lineage_frame
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY,
     TUNE_KEYS,
@@ -152,6 +156,9 @@ class SweepResults:
         self.trials: pd.DataFrame = self._trials_frame(reports)
         #: One row per report of every trial, the last of each epoch (see the module's docstring).
         self.history: pd.DataFrame = _history_frame(self.records, reports, self.time_unit)
+        #: Population-based training's exploits, one row each (:func:`~tune_service.results.lineage.lineage_frame`);
+        #: empty for any other sweep.
+        self.lineage: pd.DataFrame = lineage_frame(self.records)
 
     def __repr__(self) -> str:
         counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()

@@ -21,6 +21,7 @@ from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
 from tune_service.experiment.layout import SUMMARY_FILE
 from tune_service.experiment.saving import FailingSaves
+from tune_service.results.lineage import exploit_of
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY,
     TUNE_KEYS,
@@ -122,6 +123,9 @@ class SweepProgress(DriverCallback):
     # -- Tune's events -------------------------------------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = self._update(trial, "running", getattr(trial, "last_result", None) or {})
+        exploit = exploit_of(trial)  # a PBT exploit: it starts from another trial's checkpoint
+        if exploit is not None:
+            record = self.trials[trial.trial_id] = replace(record, lineage=[*record.lineage, exploit])
         for observer in self.observers:
             observer.trial_started(self, record)
 
@@ -157,6 +161,7 @@ class SweepProgress(DriverCallback):
             plain(metrics) or (old.metrics if old else {}),
             epochs,
             steps=steps if steps is not None else (old.steps if old else None),
+            lineage=old.lineage if old else [],
         )
         self.trials[trial.trial_id] = record
         return record

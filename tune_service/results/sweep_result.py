@@ -83,6 +83,9 @@ class TrialRecord:
     error: str | None = None
     #: Optimizer steps trained (None: not reported, as by a plain train loop that does not say).
     steps: int | None = None
+    #: Population-based training's exploits of this trial, in order: each ``{"epoch", "donor", "config"}``
+    #: (:mod:`~tune_service.results.lineage`); empty for any other trial, and left out of ``summary.json``.
+    lineage: list[dict[str, Any]] = field(default_factory=list)
 
     def progress(self, time_unit: str) -> int:
         """How far the trial trained, in the scheduler's ``time_unit``: ``epoch``, ``step``, or ``value``
@@ -138,7 +141,7 @@ class SweepResult:
             "best": (
                 None if best is None else {"trial_id": best.trial_id, "config": best.config, "metrics": best.metrics}
             ),
-            "trials": [asdict(t) for t in self.trials],
+            "trials": [_trial_dict(t) for t in self.trials],
             **self.extra,
         }
 
@@ -180,6 +183,14 @@ class SweepResult:
                 counts[rare] = n
         lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
+
+
+def _trial_dict(trial: TrialRecord) -> dict[str, Any]:
+    """A trial as ``summary.json`` holds it (its lineage only where it has one)."""
+    out = asdict(trial)
+    if not out["lineage"]:
+        del out["lineage"]
+    return out
 
 
 def format_value(value: Any) -> str:

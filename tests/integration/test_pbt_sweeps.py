@@ -110,3 +110,17 @@ def test_weak_trials_take_the_strong_ones_weights_on_their_warm_gang_and_train_o
              for i, checkpoint in enumerate(donor_checkpoints(experiment, donor_config, epoch - 1))]
     keys = ("epoch", "lr", "train_loss", "val_loss", "val_accuracy")
     assert {k: after[k] for k in keys} in [{k: a[k] for k in keys} for a in alone]
+
+    # The lineage: each exploit the results show is in its trial's record, with the donor's epoch and the
+    # config it went on with, and each recorded one is an exploit Ray's PBT made.
+    lineage = {t.trial_id: t.lineage for t in result.trials}
+    for trial_dir, row in found:
+        trial_id = trial_dir.name[len("trial_"):]
+        assert {"epoch": row["epoch"] - 1, "config": row["config"]} in [
+            {"epoch": e["epoch"], "config": e["config"]} for e in lineage[trial_id]]
+    for trial_id, exploits_of_trial in lineage.items():
+        for e in exploits_of_trial:
+            assert e["donor"] in lineage and e["donor"] != trial_id
+            assert any(p[5] == e["config"] for p in policy)
+    table = tune_service.load_results(experiment).lineage
+    assert len(table) == sum(len(e) for e in lineage.values()) >= len(found)
