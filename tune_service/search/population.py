@@ -7,7 +7,9 @@ mutations applied and the strong trial's latest checkpoint, and starts it again.
 again on the warm gang its slot already holds (the ranks stay up; only the checkpoint is loaded), takes
 the handed checkpoint as where it starts (:meth:`~tune_service.execution.sweep_trial.SweepTrial.start_point`),
 and the shared loop puts the trial's own hyperparameters into the restored optimizer
-(:func:`~tune_service.training.loop.setup_run`).
+(:func:`~tune_service.training.loop.keep_own_hyperparameters`). The driver lets Tune create the whole
+population at once (PBT compares trials that exist together), and the sweep's progress records each
+exploit as the trial's lineage (:mod:`~tune_service.results.lineage`).
 
 What PBT may change (:func:`mutable_parameters`): the parameters ``scheduler.mutate`` names, or by default
 the searched ones among the optimizer's numbers (:data:`OPTIMIZER_NUMBERS`). :func:`check_population`
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from tune_service.errors import Problem, SpecError
 from tune_service.search.spaces import sample_flat, support
+from tune_service.spec.configs import nest
 from tune_service.spec.parameters import round_to_q
 
 if TYPE_CHECKING:
@@ -77,7 +80,7 @@ def check_population(spec: SweepSpec, task: Task | None, runs_program: bool) -> 
         refuse(
             "execution.gangs",
             "must be warm with scheduler.type pbt (an exploit loads the donor's checkpoint on the trial's "
-            "warm gang; a fresh Ray Train run per exploit is what warm gangs avoid), got fresh",
+            f"warm gang; a fresh Ray Train run per exploit is what warm gangs avoid), got {spec.execution.gangs}",
         )
     if spec.execution.bundle > 1:
         refuse(
@@ -135,14 +138,15 @@ def _changes_shapes(task: Task, spec: SweepSpec, p: ParameterSpec) -> str | None
     import torch
 
     values = _two_values(p)
-    base = {**task.defaults, **{q.name: q.value for q in spec.parameters if q.distribution == "constant"}}
+    constants = {q.name: q.value for q in spec.parameters if q.distribution == "constant"}
     shapes = []
     try:
         with torch.device("meta"):
-            for value in values:
-                model = task.model({**base, **_first_values(spec), p.name: value})
+            for value in values:  # the config as a trial gets it: dotted names nested
+                model = task.model({**task.defaults, **nest({**constants, **_first_values(spec), p.name: value})})
                 shapes.append({n: tuple(t.shape) for n, t in model.state_dict().items()})
-    except Exception:  # a model that cannot be built on the meta device: judged by its first trial instead
+    except Exception:  # noqa: BLE001 - a model the meta device cannot build is not refused here: a shape
+        # change then fails the exploited trial, when it loads the donor's checkpoint, with torch's error
         return None
     if shapes[0] != shapes[1]:
         return (
