@@ -3,6 +3,7 @@ checkpoints on the warm gang their slot holds, and train on with their own mutat
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -51,7 +52,7 @@ def exploits(experiment: Path) -> list[tuple[Path, dict]]:
     found = []
     for trial_dir in sorted(experiment.glob("trial_*")):
         rows = reports(trial_dir)
-        for before, after in zip(rows, rows[1:]):
+        for before, after in itertools.pairwise(rows):
             if after["iterations_since_restore"] == 1 and after["epoch"] != before["epoch"]:
                 found.append((trial_dir, after))
     return found
@@ -88,6 +89,10 @@ def test_weak_trials_take_the_strong_ones_weights_on_their_warm_gang_and_train_o
     assert [t.status for t in result.trials] == ["completed"] * 4
     assert all(t.epochs == MAX_T for t in result.trials)
     experiment = tmp_path / "population"
+    # Each trial's result is its own: none ends as a copy of a donor (PBT never exploits a trial's last
+    # epoch, after which it would restart from the donor's checkpoint with nothing left to train).
+    assert sorted(t.trial_id for t in result.trials) == sorted(
+        d.name[len("trial_"):] for d in experiment.glob("trial_*"))
     found = exploits(experiment)
     assert found, "no trial exploited another"
     # One rank process trained the whole population: every exploit was a checkpoint load in it.
@@ -120,7 +125,7 @@ def test_weak_trials_take_the_strong_ones_weights_on_their_warm_gang_and_train_o
             {"epoch": e["epoch"], "config": e["config"]} for e in lineage[trial_id]]
     for trial_id, exploits_of_trial in lineage.items():
         for e in exploits_of_trial:
-            assert e["donor"] in lineage and e["donor"] != trial_id
+            assert e["donor"] in lineage and e["donor"] != trial_id and e["epoch"] < MAX_T
             assert any(p[5] == e["config"] for p in policy)
     table = tune_service.load_results(experiment).lineage
     assert len(table) == sum(len(e) for e in lineage.values()) >= len(found)

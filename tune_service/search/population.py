@@ -189,11 +189,20 @@ def build_population(spec: SweepSpec) -> Any:
         def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
             super().on_trial_add(cast(Any, _WithoutSearcher(tune_controller)), trial)
 
+        def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+            # A trial's report of its last epoch (max_t) ends it: Tune would stop a trial there before
+            # asking the scheduler, but ours ends by returning. Exploiting now would only restart it from
+            # the donor's last checkpoint with nothing left to train, its result the donor's.
+            if result.get(time_attr, 0) >= max_t:
+                return self.CONTINUE
+            return super().on_trial_result(tune_controller, trial, result)
+
     rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
     mutable = mutable_parameters(spec)
     s = spec.scheduler
+    time_attr, max_t = s.time_attr, s.max_t
     return Population(
-        time_attr=s.time_attr,
+        time_attr=time_attr,
         perturbation_interval=s.perturbation_interval,
         quantile_fraction=s.quantile_fraction,
         resample_probability=s.resample_probability,
