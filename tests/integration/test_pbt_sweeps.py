@@ -17,6 +17,7 @@ from tune_service.tasks import resolve_task
 from tune_service.training.context import LocalContext
 from tune_service.training.loop import fit
 from tune_service.training.trial_config import TrialConfig
+from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -129,3 +130,44 @@ def test_weak_trials_take_the_strong_ones_weights_on_their_warm_gang_and_train_o
             assert any(p[5] == e["config"] for p in policy)
     table = tune_service.load_results(experiment).lineage
     assert len(table) == sum(len(e) for e in lineage.values()) >= len(found)
+
+    # wandb: each trial's run logs every epoch it trained, on steps that only grow though an exploit sends
+    # the trial back to the donor's epoch; each report carries the trial's lr then, and the first after an
+    # exploit names the donor and its epoch.
+    runs = {run.config["trial_id"]: run for run in offline_runs(experiment) if run.job_type == "trial"}
+    for trial_dir, row in found:
+        trial_id = trial_dir.name[len("trial_"):]
+        history = runs[trial_id].history
+        steps = [h["_step"] for h in history]
+        assert steps == sorted(set(steps)), steps
+        logged = [(h["epoch"], h["hparams/lr"]) for h in history]
+        assert (row["epoch"], row["lr"]) in logged
+        first = next(h for h in history if h["epoch"] == row["epoch"] and h["hparams/lr"] == row["lr"])
+        assert first["exploit/epoch"] == row["epoch"] - 1 and first["exploit/donor"] in lineage
+
+
+def last_per_epoch(rows: list[dict]) -> dict[int, dict]:
+    return {r["epoch"]: r for r in rows}
+
+
+def test_the_best_spec_of_a_population_replays_the_schedule_its_best_weights_were_trained_with(ray_cluster, tmp_path):
+    record_dir = tmp_path / "builds"
+    record_dir.mkdir()
+    tune_service.run(population_spec(record_dir), storage=tmp_path, name="population", verbose=0)
+    results = tune_service.load_results(tmp_path / "population")
+    family = results.family(results.best.trial_id)
+    spec = results.best_spec()
+    assert spec["scheduler"]["type"] == ("pbt_replay" if len(family) > 1 else "fifo"), family
+
+    replayed = tune_service.run(spec, storage=tmp_path, name="replay", verbose=0)
+    (trial,) = replayed.trials
+    assert trial.status == "completed"
+    rows = last_per_epoch(reports(tmp_path / "replay" / f"trial_{trial.trial_id}"))
+    # Each epoch trained with the lr the best trial's weights were trained with at that epoch.
+    expected = {epoch: segment["config"]["lr"] for segment in family
+                for epoch in range(segment["from_epoch"], (segment["to_epoch"] or MAX_T) + 1)}
+    assert {epoch: row["lr"] for epoch, row in rows.items()} == expected
+    # Every trial of the sweep starts from the same weights and sees the same data order each epoch (one
+    # seed, deterministic, one rank): the replay trains what the best trial's weights went through, bit
+    # for bit.
+    assert trial.metrics["val_loss"] == results.best.metrics["val_loss"], family

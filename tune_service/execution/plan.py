@@ -184,6 +184,12 @@ class SweepPlan:
                     f"  {self.max_concurrent} of the {self.num_trials} train at once: the others wait paused at "
                     f"their last checkpoint and take turns, as in Ray's PBT"
                 )
+        elif sched.type == "pbt_replay":
+            lines.append(f"scheduler    pbt_replay: each trial trains {sched.max_t} epochs, changed at epochs")
+            lines += [
+                f"  after {c['epoch']}: " + " ".join(f"{k}={v!r}" for k, v in c["config"].items())
+                for c in sched.schedule
+            ]
         else:
             lines.append(
                 f"scheduler    {sched.type}{' (HyperBand for BOHB)' if s.searcher == 'bohb' else ''}: "
@@ -235,6 +241,9 @@ class SweepPlan:
             schedule = (
                 f"pbt (perturbs every {s.scheduler.perturbation_interval} epochs; {s.scheduler.max_t} epochs each)"
             )
+        elif s.scheduler.type == "pbt_replay":
+            epochs = ", ".join(str(c["epoch"]) for c in s.scheduler.schedule)
+            schedule = f"pbt_replay (changed after epochs {epochs}; {s.scheduler.max_t} epochs each)"
         else:
             rungs = ", ".join(str(e) for e in self.rungs[:4]) + (", ..." if len(self.rungs) > 4 else "")
             budget = "each program to its end" if open_ended else f"max_t {s.scheduler.max_t}"
@@ -369,7 +378,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
         )
     if spec.execution.bundle > 1:
         check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
-    if spec.scheduler.type == "pbt":
+    if spec.scheduler.type in ("pbt", "pbt_replay"):
         check_population(spec, resolved.task, plan.runs_program)
     if spec.resources.gpus_auto and resolved.task is None:
         what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"

@@ -35,6 +35,7 @@ Only a local experiment directory is read (not one on remote storage).
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import re
@@ -52,7 +53,7 @@ from tune_service.experiment import layout
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.experiment.checkpoints import latest_checkpoint_dir
 from tune_service.redaction import redact_text
-from tune_service.results.lineage import lineage_frame
+from tune_service.results.lineage import lineage_frame, schedule
 from tune_service.results.sweep_result import (
     IN_PROGRESS_KEY,
     TUNE_KEYS,
@@ -159,6 +160,11 @@ class SweepResults:
         #: Population-based training's exploits, one row each (:func:`~tune_service.results.lineage.lineage_frame`);
         #: empty for any other sweep.
         self.lineage: pd.DataFrame = lineage_frame(self.records)
+        self._first_configs = {  # each trial's config at its first report (PBT changes it later)
+            trial_id: rows[0]["config"]
+            for trial_id, rows in reports.items()
+            if rows and isinstance(rows[0].get("config"), dict)
+        }
 
     def __repr__(self) -> str:
         counts = pd.Series([r.status for r in self.records], dtype=object).value_counts().to_dict()
@@ -238,6 +244,9 @@ class SweepResults:
         ``<name>-best``, with every parameter fixed to the best trial's value (``{value: ...}``; a
         conditional parameter the trial did not receive is left out), ``method: grid``, ``run_cap: 1``
         and a FIFO scheduler over the sweep's epoch budget (``scheduler.max_t``), no early stopping.
+        Of a PBT sweep whose best trial's weights were trained with changing values (it, or a donor, was
+        exploited): the values they started with, and ``scheduler.type: pbt_replay`` with the changes at
+        their epochs (:meth:`family`), as Ray's PBT replay runs a trial's policy.
 
         Args:
             path: where to write it as YAML (``tune-run PATH`` then runs it); not written when None.
@@ -253,17 +262,22 @@ class SweepResults:
         spec = self.spec
         source = copy.deepcopy(dict(spec.source))
         source.pop("early_terminate", None)  # W&B's early stopping, read as the scheduler: none now
+        family = self.family(best.trial_id) if best.lineage else []
         fixed = {}
         for parameter in spec.parameters:
-            found, value = _lookup(best.config, parameter.name)
+            found, value = _lookup(family[0]["config"] if family else best.config, parameter.name)
             if found:
                 fixed[parameter.name] = {"value": value}
+        scheduler: dict[str, Any] = {"type": "fifo", "max_t": spec.scheduler.max_t}
+        changes = _changes(family, [p.name for p in spec.parameters])
+        if changes:  # PBT changed the values the best trial's weights were trained with: replay them
+            scheduler = {"type": "pbt_replay", "max_t": spec.scheduler.max_t, "schedule": changes}
         source.update(
             name=f"{spec.name}-best",
             method="grid",
             run_cap=1,
             parameters=fixed,
-            scheduler={"type": "fifo", "max_t": spec.scheduler.max_t},
+            scheduler=scheduler,
             description=f"the best trial ({best.trial_id}) of sweep {spec.name}: "
             f"{self.metric} {best.metrics.get(self.metric)!r}",
         )
@@ -283,6 +297,12 @@ class SweepResults:
             text = "\n".join(header) + "\n" + yaml.safe_dump(plain(source), sort_keys=False)
             layout.atomic_write(Path(path), text)
         return source
+
+    def family(self, trial_id: str) -> list[dict[str, Any]]:
+        """The schedule trial ``trial_id``'s weights were trained with, through its donors
+        (:func:`tune_service.results.lineage.schedule`): one segment for a trial PBT never exploited."""
+        records = {r.trial_id: r for r in self.records}
+        return schedule(trial_id, records, lambda t: self._first_configs.get(t) or records[t].config)
 
     @cached_property
     def spec(self):
@@ -446,6 +466,18 @@ def _read_sweep_file(directory: Path) -> dict[str, Any] | None:
     if saved is not None and not isinstance(saved.get("spec"), dict):
         raise TuneServiceError(f"results: {str(directory / layout.SWEEP_FILE)!r} holds no spec")
     return saved
+
+
+def _changes(family: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """``scheduler.schedule`` of a replay of ``family`` (:meth:`SweepResults.family`): after each segment,
+    the parameters (``names``) whose values the next one changed."""
+    changes = []
+    for before, after in itertools.pairwise(family):
+        old, new = flatten(before["config"]), flatten(after["config"])
+        changed = {k: new[k] for k in names if k in new and new[k] != old.get(k)}
+        if changed:
+            changes.append({"epoch": after["from_epoch"] - 1, "config": changed})
+    return changes
 
 
 def _lookup(config: Mapping[str, Any], name: str) -> tuple[bool, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TRIAL_DIR_PREFIX
 from tune_service.spec.configs import flatten, plain
@@ -39,6 +39,40 @@ def exploit_of(trial: Any) -> dict[str, Any] | None:
     except (OSError, ValueError):  # a checkpoint without our report: a train loop's own
         epoch = None
     return {"epoch": epoch, "donor": donor, "config": plain(trial.config or {})}
+
+
+def schedule(
+    trial_id: str, records: Mapping[str, TrialRecord], initial_config: Callable[[str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The hyperparameters a trial's final weights were trained with, its family tree: one segment per
+    trial that trained them, oldest first, each ``{"trial_id", "from_epoch", "to_epoch", "config"}``
+    (epochs inclusive; ``to_epoch`` None: to the trial's end). It follows the trial's last exploit to the
+    donor, then the donor's last exploit before its checkpoint was taken (``donor_exploits``), and so on;
+    ``initial_config(trial_id)`` is the config a trial started with (its first report's).
+
+    As Ray's PBT policy files, which its replay reads, it takes a donor's checkpoint to descend from the
+    donor's exploits made before the exploit that took it."""
+    segments: list[dict[str, Any]] = []
+    current: str | None = trial_id
+    counted: int | None = None  # how many of the current trial's exploits its weights descend from
+    to_epoch: int | None = None
+    while current is not None:
+        exploits = records[current].lineage if current in records else []
+        # Of those, the last at or before the epoch its weights were handed on at (one made later, after
+        # the trial ran ahead, sent it back to an earlier checkpoint: not these weights' history).
+        earlier = [e for e in exploits[:counted] if to_epoch is None or e["epoch"] <= to_epoch]
+        if not earlier:
+            segments.append(
+                {"trial_id": current, "from_epoch": 1, "to_epoch": to_epoch, "config": initial_config(current)}
+            )
+            break
+        last = earlier[-1]
+        if to_epoch is None or last["epoch"] < to_epoch:  # else it trained none of them: the donor's weights
+            segments.append(
+                {"trial_id": current, "from_epoch": last["epoch"] + 1, "to_epoch": to_epoch, "config": last["config"]}
+            )
+        current, counted, to_epoch = last["donor"], last.get("donor_exploits"), last["epoch"]
+    return segments[::-1]
 
 
 def trial_of_path(path: str) -> str | None:

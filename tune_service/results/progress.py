@@ -125,6 +125,10 @@ class SweepProgress(DriverCallback):
         record = self._update(trial, "running", getattr(trial, "last_result", None) or {})
         exploit = exploit_of(trial)  # a PBT exploit: it starts from another trial's checkpoint
         if exploit is not None:
+            # The donor's exploits so far, which its checkpoint descends from (as Ray's PBT copies the
+            # donor's policy to the trial's when it exploits): the trial's family tree (lineage.schedule).
+            donor = self.trials.get(exploit["donor"])
+            exploit["donor_exploits"] = len(donor.lineage) if donor else 0
             record = self.trials[trial.trial_id] = replace(record, lineage=[*record.lineage, exploit])
         for observer in self.observers:
             observer.trial_started(self, record)

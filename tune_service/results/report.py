@@ -16,6 +16,11 @@ drawn is a ``<p class="note" data-chart="NAME">`` saying why):
 - ``best_by_compute``: the same against the compute spent, the cumulative trial-epochs of the trials
   so far in trial order (or their cumulative trial time, from the last report's ``time_total_s``:
   a toggle on the chart when every trial that reported has it);
+- ``schedules`` (population-based training only: a trial has a lineage): each hyperparameter PBT changed,
+  over the epochs, one step line per trial (its own config at each epoch it reported) and, thick, the
+  schedule the best trial's weights were trained with, through its donors
+  (:func:`tune_service.results.lineage.schedule`); below it the best trial's family tree
+  (``<table id="family">``): which trial trained its weights over which epochs, with which values;
 - the trial table (``<table id="trials">``): every trial, its status, epochs, final value, time,
   searched parameters and error, best first; a click on a header sorts by that column.
 
@@ -27,6 +32,7 @@ When the page has drawn a chart, the chart's div gets ``data-rendered="N"``, N i
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 from pathlib import Path
@@ -35,6 +41,7 @@ from typing import Any, NamedTuple
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
 from tune_service.results.analysis import metric_by_time
+from tune_service.results.lineage import schedule
 from tune_service.results.sweep_result import (
     SweepResult,
     TrialRecord,
@@ -91,6 +98,10 @@ def render_report(result: SweepResult) -> str:
     page.section("Parameter importance", "importance", *_importance(result, keys))
     page.section("Best value by trial", "best_by_trial", *_best_by_trial(result, trials))
     page.section("Best value by compute", "best_by_compute", *_best_by_compute(result, trials))
+    if any(t.lineage for t in result.trials):
+        family = _family(result, trials)
+        page.section("Population: hyperparameter schedules", "schedules", *_schedules(result, trials, family))
+        page.body.append(f"<section><h2>Family tree of the best trial</h2>{_family_table(result, family)}</section>")
     page.body.append(f"<section><h2>Trials</h2>{_table(result, trials, keys)}</section>")
     return page.html(f"Sweep report: {Path(result.experiment_dir).name}", _header(result))
 
@@ -111,12 +122,20 @@ def _mode(result: SweepResult) -> str:
 
 
 class _Trial:
-    """A trial with what its ``result.json`` says: its curve and its own time."""
+    """A trial with what its ``result.json`` says: its curve, its own time, and its config at each time
+    (flattened; the last report of a time counts, as for the curve) and at its first report."""
 
     def __init__(
-        self, record: TrialRecord, history: list[tuple[int, float]], seconds: float | None, value: float | None
+        self,
+        record: TrialRecord,
+        history: list[tuple[int, float]],
+        seconds: float | None,
+        value: float | None,
+        configs: list[tuple[int, dict[str, Any]]],
+        first_config: dict[str, Any],
     ):
         self.record, self.history, self.seconds, self.value = record, history, seconds, value
+        self.configs, self.first_config = configs, first_config
 
 
 def _trials(result: SweepResult) -> list[_Trial]:
@@ -126,7 +145,17 @@ def _trials(result: SweepResult) -> list[_Trial]:
         seconds = rows[-1].get("time_total_s") if rows else None
         seconds = float(seconds) if is_number(seconds) else None
         history = metric_by_time(rows, result.metric, result.time_unit)
-        trials.append(_Trial(record, history, seconds, final_value(record, result.metric)))
+        configs = {
+            int(row[result.time_unit]): flatten(row["config"])
+            for row in rows
+            if is_number(row.get(result.time_unit)) and isinstance(row.get("config"), dict)
+        }
+        first = rows[0].get("config") if rows else None
+        first_config = first if isinstance(first, dict) else record.config
+        trial = _Trial(
+            record, history, seconds, final_value(record, result.metric), sorted(configs.items()), first_config
+        )
+        trials.append(trial)
     return trials
 
 
@@ -467,6 +496,108 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
 
 
 # -- the page -----------------------------------------------------------------------------------------
+
+
+def _family(result: SweepResult, trials: list[_Trial]) -> list[dict[str, Any]]:
+    """The best trial's schedule through its donors (none without a best trial)."""
+    if result.best is None:
+        return []
+    records = {t.record.trial_id: t.record for t in trials}
+    first = {t.record.trial_id: t.first_config for t in trials}
+    return schedule(result.best.trial_id, records, lambda trial_id: first.get(trial_id, {}))
+
+
+def _changed_keys(trials: list[_Trial]) -> list[str]:
+    """The config keys (flattened) whose value changed within a trial: what PBT mutated."""
+    changed: set[str] = set()
+    for trial in trials:
+        configs = [flatten(trial.first_config), *(flatten(e["config"]) for e in trial.record.lineage)]
+        configs += [config for _, config in trial.configs]
+        for before, after in itertools.pairwise(configs):
+            changed |= {k for k in after if after[k] != before.get(k)}
+    return sorted(changed)
+
+
+def _schedules(result: SweepResult, trials: list[_Trial], family: list[dict[str, Any]]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    keys = _changed_keys(trials)
+    if not keys:
+        return None, "No trial's hyperparameters changed: no exploit has run yet."
+    unit = result.time_unit
+    figure = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    figure.update_layout(
+        template="plotly_white",
+        height=max(320, 220 * len(keys)),
+        margin=dict(l=60, r=20, t=30, b=50),
+        hovermode="closest",
+    )
+    last_epoch = max((time for t in trials for time, _ in t.configs), default=1)
+    for row, key in enumerate(keys, 1):
+        values = [v for t in trials for _, c in t.configs if is_number(v := c.get(key)) and v > 0]
+        if values and _looks_log(values):
+            figure.update_yaxes(type="log", row=row, col=1)
+        figure.update_yaxes(title_text=html.escape(key), row=row, col=1)
+        for number, trial in enumerate(trials):
+            times = [time for time, _ in trial.configs]
+            figure.add_trace(
+                go.Scatter(
+                    x=times,
+                    y=[c.get(key) for _, c in trial.configs],
+                    mode="lines",
+                    line=dict(shape="hv", width=1.2, color=STATUS_COLOURS.get(trial.record.status, _OTHER_COLOUR)),
+                    opacity=0.6,
+                    name=trial.record.status,
+                    legendgroup=trial.record.status,
+                    showlegend=row == 1 and number == 0,
+                    hovertemplate=(
+                        f"trial {html.escape(trial.record.trial_id)}<br>{unit} %{{x}}: %{{y:.4g}}<extra></extra>"
+                    ),
+                ),
+                row=row,
+                col=1,
+            )
+        if family:
+            xs, ys = [], []
+            for segment in family:
+                end = segment["to_epoch"] if segment["to_epoch"] is not None else last_epoch
+                value = flatten(segment["config"]).get(key)
+                xs += [segment["from_epoch"], end]
+                ys += [value, value]
+            figure.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers",
+                    line=dict(shape="hv", width=4, color="#222"),
+                    name="the best trial's weights",
+                    legendgroup="family",
+                    showlegend=row == 1,
+                    hovertemplate=f"{html.escape(key)} %{{y:.4g}} at {unit} %{{x}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    figure.update_xaxes(title_text=unit, row=len(keys), col=1)
+    return figure, None
+
+
+def _family_table(result: SweepResult, family: list[dict[str, Any]]) -> str:
+    """The best trial's family tree, one row per trial that trained its weights, oldest first."""
+    if not family or result.best is None:
+        return '<p class="note">No best trial: no family tree.</p>'
+    keys = sorted(
+        {k for segment in family for k in flatten(segment["config"])} & set(searched_parameters(result.trials))
+    )
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["trial", f"{result.time_unit}s", *keys])
+    rows = []
+    for segment in family:
+        config = flatten(segment["config"])
+        end = segment["to_epoch"] if segment["to_epoch"] is not None else result.best.progress(result.time_unit)
+        cells = [segment["trial_id"], f"{segment['from_epoch']}-{end}", *(config.get(k) for k in keys)]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in cells) + "</tr>")
+    return f'<table id="family"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:

@@ -83,8 +83,9 @@ class TrialRecord:
     error: str | None = None
     #: Optimizer steps trained (None: not reported, as by a plain train loop that does not say).
     steps: int | None = None
-    #: Population-based training's exploits of this trial, in order: each ``{"epoch", "donor", "config"}``
-    #: (:mod:`~tune_service.results.lineage`); empty for any other trial, and left out of ``summary.json``.
+    #: Population-based training's exploits of this trial, in order: each ``{"epoch", "donor",
+    #: "donor_exploits", "config"}`` (:mod:`~tune_service.results.lineage`); empty for any other trial, and
+    #: left out of ``summary.json``.
     lineage: list[dict[str, Any]] = field(default_factory=list)
 
     def progress(self, time_unit: str) -> int:

@@ -18,6 +18,11 @@ model's shapes (the architecture), the batch size or the data, a conditional one
 run: a model-based searcher (it would learn from results of configs PBT changed mid-trial), a W&B program
 or a train loop (their checkpoints are not the shared loop's), fresh trials (``execution.gangs: fresh``),
 fused bundles, and checkpoints rarer than the perturbations.
+
+Its replay (``scheduler.type: pbt_replay``, :func:`build_replay`) trains one trial through a schedule PBT
+found (``scheduler.schedule``, what ``best_spec()`` of a PBT sweep writes): paused at each change's epoch,
+it goes on from its own checkpoint with the change's values, the way an exploited trial goes on from its
+donor's; :func:`check_population` refuses what it refuses for PBT, the changes in place of ``mutate``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from tune_service.errors import Problem, SpecError
 from tune_service.search.spaces import sample_flat, support
-from tune_service.spec.configs import nest
+from tune_service.spec.configs import nest, with_values
 from tune_service.spec.parameters import round_to_q
 
 if TYPE_CHECKING:
@@ -62,42 +67,77 @@ def check_population(spec: SweepSpec, task: Task | None, runs_program: bool) -> 
     def refuse(path: str, rule: str) -> None:
         problems.append(Problem(path, rule))
 
+    kind = spec.scheduler.type
     if spec.method not in POPULATION_SEARCHERS:
         refuse(
             "method",
-            f"must be random or grid with scheduler.type pbt (its population is drawn at random or from the "
-            f"grid; a model-based searcher would learn from results of configs PBT changed mid-trial), got "
+            f"must be random or grid with scheduler.type {kind} (its population is drawn at random or from the "
+            f"grid; a model-based searcher would learn from results of configs changed mid-trial), got "
             f"{spec.method}",
         )
     if task is None:
         what = "a W&B program" if runs_program else "a train_loop_per_worker"
         refuse(
             "scheduler.type",
-            f"pbt copies the shared loop's checkpoints between a Task's trials; this sweep runs {what}, whose "
-            f"checkpoints are its own: use asha, hyperband or fifo",
+            f"{kind} goes on from the shared loop's checkpoints with other hyperparameters; this sweep runs "
+            f"{what}, whose checkpoints are its own: use asha, hyperband or fifo",
         )
     if task is not None and spec.execution.gangs != "warm":
         refuse(
             "execution.gangs",
-            "must be warm with scheduler.type pbt (an exploit loads the donor's checkpoint on the trial's "
-            f"warm gang; a fresh Ray Train run per exploit is what warm gangs avoid), got {spec.execution.gangs}",
+            f"must be warm with scheduler.type {kind} (a trial goes on from a checkpoint on its warm gang; a "
+            f"fresh Ray Train run each time is what warm gangs avoid), got {spec.execution.gangs}",
         )
     if spec.execution.bundle > 1:
         refuse(
             "execution.bundle",
-            f"must be 1 with scheduler.type pbt (a bundle's members are not exploited), got {spec.execution.bundle}",
+            f"must be 1 with scheduler.type {kind} (a bundle's members are not changed one by one), got "
+            f"{spec.execution.bundle}",
         )
     every = spec.training.checkpoint_every
-    interval = spec.scheduler.perturbation_interval
-    if every == 0 or interval % every:
-        refuse(
-            "training.checkpoint_every",
-            f"must divide scheduler.perturbation_interval ({interval}): a trial that exploits another loads "
-            f"its checkpoint of the perturbation's epoch, got {every}",
-        )
-    problems += _mutation_problems(spec, task)
+    if kind == "pbt_replay":
+        for i, change in enumerate(spec.scheduler.schedule):
+            if every == 0 or change["epoch"] % every:
+                refuse(
+                    f"scheduler.schedule[{i}].epoch",
+                    f"must be a multiple of training.checkpoint_every ({every}): the trial goes on from its "
+                    f"checkpoint of that epoch, got {change['epoch']}",
+                )
+        problems += _replay_problems(spec, task)
+    else:
+        interval = spec.scheduler.perturbation_interval
+        if every == 0 or interval % every:
+            refuse(
+                "training.checkpoint_every",
+                f"must divide scheduler.perturbation_interval ({interval}): a trial that exploits another loads "
+                f"its checkpoint of the perturbation's epoch, got {every}",
+            )
+        problems += _mutation_problems(spec, task)
     if problems:
         raise SpecError(problems)
+
+
+def _replay_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
+    """A schedule's changes may name what PBT may change: parameters of the spec, not conditional, not
+    the data's, not the architecture's."""
+    by_name = {p.name: p for p in spec.parameters}
+    data = set(getattr(task, "data_hparams", ()) or ()) | {"batch_size"}
+    problems = []
+    for i, change in enumerate(spec.scheduler.schedule):
+        path = f"scheduler.schedule[{i}].config"
+        for name, value in change["config"].items():
+            p = by_name.get(name)
+            if p is None:
+                problems.append(Problem(path, f"names the spec's parameters ({', '.join(by_name)}), got {name!r}"))
+            elif p.when:
+                problems.append(Problem(path, f"{name} is conditional: a trial may not have it"))
+            elif name in data:
+                problems.append(
+                    Problem(path, f"{name} decides the data each rank is given, which a checkpoint cannot carry over")
+                )
+            elif task is not None and (reason := _changes_shapes(task, spec, p, (_two_values(p)[0], value))):
+                problems.append(Problem(path, reason))
+    return problems
 
 
 def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
@@ -127,17 +167,16 @@ def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
             problems.append(
                 Problem(path, f"{name} decides the data each rank is given, which a checkpoint cannot carry over")
             )
-        elif task is not None and (reason := _changes_shapes(task, spec, p)) is not None:
+        elif task is not None and (reason := _changes_shapes(task, spec, p, _two_values(p))) is not None:
             problems.append(Problem(path, reason))
     return problems
 
 
-def _changes_shapes(task: Task, spec: SweepSpec, p: ParameterSpec) -> str | None:
-    """Why ``p`` is the architecture's (the task's model has other parameter shapes at two of its values),
+def _changes_shapes(task: Task, spec: SweepSpec, p: ParameterSpec, values: tuple[Any, Any]) -> str | None:
+    """Why ``p`` is the architecture's (the task's model has other parameter shapes at its two ``values``),
     or None. The models are built on torch's meta device: shapes only, no memory, no time."""
     import torch
 
-    values = _two_values(p)
     constants = {q.name: q.value for q in spec.parameters if q.distribution == "constant"}
     shapes = []
     try:
@@ -211,6 +250,34 @@ def build_population(spec: SweepSpec) -> Any:
         custom_explore_fn=within_bounds(mutable),
         log_config=True,
     )
+
+
+def build_replay(spec: SweepSpec) -> Any:
+    """The scheduler of ``scheduler.type: pbt_replay``: each trial trains with its config, and at each
+    change's epoch is paused (Tune keeps its checkpoint of that epoch), given the change's values, and goes
+    on from that checkpoint on its warm gang, as a trial PBT exploits goes on from its donor's. It does what
+    Ray Tune's ``PopulationBasedTrainingReplay`` does, by epoch, for any number of trials."""
+    from ray.tune.schedulers import FIFOScheduler
+
+    changes = spec.scheduler.schedule
+    time_attr = spec.scheduler.time_attr
+
+    class Replay(FIFOScheduler):
+        """FIFO, but each trial is changed at the schedule's epochs (FIFO runs a paused trial again)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.made: dict[str, int] = {}  # by trial id: how many changes it has had
+
+        def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+            made = self.made.get(trial.trial_id, 0)
+            if made == len(changes) or result.get(time_attr, 0) < changes[made]["epoch"]:
+                return self.CONTINUE
+            self.made[trial.trial_id] = made + 1
+            trial.set_config(with_values(trial.config, changes[made]["config"]))
+            return self.PAUSE
+
+    return Replay()
 
 
 class _WithoutSearcher:

@@ -61,6 +61,10 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
         from tune_service.search.population import build_population
 
         return build_population(spec)
+    if s.type == "pbt_replay":
+        from tune_service.search.population import build_replay
+
+        return build_replay(spec)
     if s.type == "asha":
         from tune_service.search.asha import PromotingASHA
 

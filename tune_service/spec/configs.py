@@ -3,6 +3,7 @@ as searchers and tables hold them), and plain (JSON-able: no numpy scalars or tu
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Collection, Mapping
 
 
@@ -31,6 +32,22 @@ def nest(flat: dict[str, Any], keep_flat: Collection[str] = ()) -> dict[str, Any
             node = node.setdefault(group, {})
         node[leaf] = value
     return nested
+
+
+def with_values(config: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` (a trial's, nested) with each of ``values`` set, by dotted name (a name the
+    config holds as it is, dots and all, is set there)."""
+    out = copy.deepcopy(dict(config))
+    for name, value in values.items():
+        if name in out:
+            out[name] = value
+            continue
+        node = out
+        *groups, leaf = name.split(".")
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = value
+    return out
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

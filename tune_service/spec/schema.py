@@ -109,6 +109,22 @@ TYPES: dict[str, dict] = {
     "scheduler.resample_probability": _number(minimum=0, maximum=1),
     "scheduler.perturbation_factors": {"type": "array", "minItems": 1, "items": _number(exclusiveMinimum=0)},
     "scheduler.mutate": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _STRING},
+    "scheduler.schedule": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["epoch", "config"],
+            "additionalProperties": False,
+            "properties": {
+                "epoch": {**_integer(1), "description": "The epoch after which the trial changes."},
+                "config": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "description": "The parameters it changes, by name (dotted for nested ones), to their values.",
+                },
+            },
+        },
+    },
     "resources.workers": _integer(1),
     "resources.cpus_per_worker": _number(exclusiveMinimum=0),
     "resources.gpus_per_worker": {"anyOf": [_number(minimum=0), {"const": AUTO}]},
@@ -206,8 +222,10 @@ DESCRIPTIONS: dict[str, str] = {
     "early_terminate.strict": "W&B's stricter pruning: read, but ASHA's asynchronous rule decides which trials stop.",
     "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
     "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
-    "the only choice with method bohb), fifo (no early stopping) or pbt (population-based training: the "
-    "weak trials take the weights of the strong and change their hyperparameters; with method random or grid).",
+    "the only choice with method bohb), fifo (no early stopping), pbt (population-based training: the "
+    "weak trials take the weights of the strong and change their hyperparameters; with method random or grid) "
+    "or pbt_replay (each trial changes its hyperparameters at the epochs of schedule, as the trial a PBT sweep "
+    "found them in did; what best_spec() of a PBT sweep writes).",
     "scheduler.perturbation_interval": "pbt: the epochs between a trial's comparisons with the population "
     "(each trial's checkpoint of that epoch is what another may copy); less than max_t.",
     "scheduler.quantile_fraction": "pbt: the bottom fraction of the population that copies a trial of the "
@@ -216,6 +234,9 @@ DESCRIPTIONS: dict[str, str] = {
     "its distribution rather than perturbed.",
     "scheduler.perturbation_factors": "pbt: what a continuous parameter is multiplied by (one at random), "
     "then kept within its bounds; a parameter with listed values steps to a neighbouring value instead.",
+    "scheduler.schedule": "pbt_replay: the changes, by epoch, each {epoch: N, config: {name: value}}: after "
+    "epoch N the trial goes on from its checkpoint of that epoch with these values (parameters named as in "
+    "parameters, dotted for nested ones). Each N less than max_t, a multiple of training.checkpoint_every.",
     "scheduler.mutate": "pbt: the searched parameters it may change mid-training (default: the searched "
     "ones among lr, weight_decay, momentum, dampening and eps). Not one that changes the model's shapes, "
     "the batch size, the data, or a conditional one.",

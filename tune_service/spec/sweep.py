@@ -21,7 +21,7 @@ from tune_service.spec.wandb import WandbSettings
 
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb", "optuna")
 GOALS = ("minimize", "maximize")
-SCHEDULERS = ("asha", "hyperband", "fifo", "pbt")
+SCHEDULERS = ("asha", "hyperband", "fifo", "pbt", "pbt_replay")
 #: What the scheduler counts a trial's progress in: epochs or optimizer steps of a task's trial, or (a W&B
 #: program's trial, as W&B's hyperband counts) the values of the sweep's metric the program has logged.
 TIME_UNITS = ("epoch", "step", "value")
@@ -92,6 +92,11 @@ class SchedulerSpec:
     #: The searched parameters PBT may change mid-training (None: the optimizer's among them, see
     #: :data:`tune_service.search.population.OPTIMIZER_NUMBERS`).
     mutate: tuple[str, ...] | None = None
+    #: ``type: pbt_replay`` (Ray Tune's PopulationBasedTrainingReplay): each trial trains with the spec's
+    #: values, then after each change's ``epoch`` goes on from its checkpoint of that epoch with the
+    #: change's ``config`` (dotted parameter names to values), as the trial PBT found them in did; what
+    #: ``best_spec()`` of a PBT sweep writes. Each ``{"epoch": int, "config": {name: value}}``, by epoch.
+    schedule: tuple[dict[str, Any], ...] = ()
 
     @property
     def time_attr(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from tune_service.errors import SpecError
+from tune_service.spec.configs import flatten
 from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
 from tune_service.spec.known_points import read_known_points
 from tune_service.spec.parameter_reading import read_parameters
@@ -383,8 +384,10 @@ def _scheduler(
             "value (the values of the metric a W&B program logged) is for a "
             "program's trials; a task's count epoch or step, got 'value'",
         )
-    if kind == "pbt" and unit != "epoch":
-        check.fail("scheduler.time_unit", f"must be epoch with scheduler.type pbt (it perturbs at epochs), got {unit}")
+    if kind in ("pbt", "pbt_replay") and unit != "epoch":
+        check.fail(
+            "scheduler.time_unit", f"must be epoch with scheduler.type {kind} (it changes trials at epochs), got {unit}"
+        )
     return SchedulerSpec(
         type=kind,
         max_t=max_t,
@@ -392,7 +395,49 @@ def _scheduler(
         reduction_factor=eta or d.reduction_factor,
         time_unit=unit or d.time_unit,
         **_population(check, raw, kind, max_t),
+        **_replay(check, raw, kind, max_t),
     )
+
+
+def _replay(check: Checker, raw: dict, kind: str, max_t: int) -> dict[str, Any]:
+    """``scheduler.schedule`` of ``type: pbt_replay``: its changes, by epoch (noted, unused, under another
+    type). Which parameters a change may name is the plan's check, as ``mutate``'s is."""
+    schedule = raw.get("schedule")
+    if kind != "pbt_replay":
+        if schedule:
+            check.note(
+                f"scheduler.schedule: read, not used: it is for scheduler.type pbt_replay, and the type is {kind}"
+            )
+        return {}
+    example = "such as [{epoch: 2, config: {lr: 0.01}}]"
+    if not isinstance(schedule, list) or not schedule:
+        check.fail(
+            "scheduler.schedule",
+            f"must be a list of changes with scheduler.type pbt_replay, {example}, got {schedule!r}",
+        )
+        return {}
+    changes: list[dict[str, Any]] = []
+    for i, change in enumerate(schedule):
+        path = f"scheduler.schedule[{i}]"
+        if not (isinstance(change, dict) and set(change) == {"epoch", "config"}):
+            check.fail(path, f"must be a mapping of epoch and config, {example}, got {change!r}")
+            continue
+        epoch = check.integer(f"{path}.epoch", change["epoch"], minimum=1)
+        if max_t >= 1 and epoch >= max_t:
+            check.fail(f"{path}.epoch", f"must be < scheduler.max_t ({max_t}): the trial goes on after it, got {epoch}")
+        if changes and epoch <= changes[-1]["epoch"]:
+            check.fail(
+                f"{path}.epoch", f"must be greater than the change before it ({changes[-1]['epoch']}), got {epoch}"
+            )
+        config = change["config"]
+        if not (isinstance(config, dict) and config and all(isinstance(k, str) for k in config)):
+            check.fail(
+                f"{path}.config",
+                f"must be a mapping of parameter names to values, such as {{lr: 0.01}}, got {config!r}",
+            )
+            continue
+        changes.append({"epoch": epoch, "config": flatten(config)})
+    return {"schedule": tuple(changes)}
 
 
 #: The ``scheduler`` keys of population-based training (``type: pbt``) only.

@@ -27,8 +27,10 @@ from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the tri
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact, redact_text
+from tune_service.results.lineage import exploit_of
 from tune_service.results.progress import trial_error_line
-from tune_service.spec.configs import plain
+from tune_service.results.sweep_result import is_number
+from tune_service.spec.configs import flatten, plain
 from tune_service.spec.wandb import WandbSettings, resolve_mode
 from tune_service.tracking.artifacts import model_artifact
 from tune_service.tracking.naming import SUMMARY_RUN, run_id, run_name, trial_metrics, trial_number, trials_table
@@ -55,6 +57,10 @@ class _TrialRun:
     best_time: int | None = None
     described: bool = False  # the first result's settings (precision, world size) are in the config
     checkpoint_path: str | None = None  # the latest checkpoint reported with a result
+    #: The epochs PBT's exploits sent the trial back, summed: its wandb step is its epoch plus these, so
+    #: the step only grows though the trial goes on from a donor's earlier epoch.
+    rewound: int = 0
+    exploit: dict[str, Any] | None = None  # an exploit whose first report is yet to be logged
 
 
 class WandbTracker(DriverCallback):
@@ -72,6 +78,9 @@ class WandbTracker(DriverCallback):
         trial_runs: whether the tracker writes each trial's run; a W&B program's trials write their own
             (:meth:`program_run` is what their ``wandb.init`` gets), and the tracker the sweep's summary.
         key_parameters: the searched parameters, named in run names.
+        population: a PBT sweep: each report also logs the trial's searched parameters as they are then
+            (``hparams/<name>``, its schedule as a chart), and the first after an exploit the donor and
+            its epoch (``exploit/donor``, ``exploit/epoch``); the run's config follows the trial's.
         trial_config: what every trial's config also holds (resources, training settings).
     """
 
@@ -89,12 +98,13 @@ class WandbTracker(DriverCallback):
         trial_config: Mapping[str, Any],
         time_attr: str = "epoch",
         trial_runs: bool = True,
+        population: bool = False,
     ):
         super().__init__(f"{experiment}/wandb")
         self.settings, self.mode, self.experiment = settings, mode, experiment
         self.experiment_dir = Path(experiment_dir)
         self.metric, self.metric_mode, self.max_t, self.time_attr = metric, metric_mode, max_t, time_attr
-        self.trial_runs = trial_runs
+        self.trial_runs, self.population = trial_runs, population
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
         self._writer = OrderedWriter()
@@ -156,7 +166,14 @@ class WandbTracker(DriverCallback):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         trial_id = trial.trial_id
-        if not self.trial_runs or trial_id in self._runs:  # restarted after a failure: the run is still open
+        if not self.trial_runs:
+            return
+        if trial_id in self._runs:  # restarted (after a failure, a pause, an exploit): the run is still open
+            exploit = exploit_of(trial) if self.population else None
+            if exploit is not None and exploit["epoch"] is not None:
+                state = self._runs[trial_id]
+                state.rewound += state.last_time - exploit["epoch"]
+                state.last_time, state.exploit = exploit["epoch"], exploit
             return
         state = self._runs[trial_id] = _TrialRun(run_id(self.experiment, trial_id))
         # A trial resumed from an earlier session: its run already holds the epochs Tune recorded, and
@@ -180,6 +197,13 @@ class WandbTracker(DriverCallback):
         if time <= state.last_time:  # a report made again after a resume: it is in the run already
             return
         state.last_time = time
+        step = time + state.rewound
+        exploit, state.exploit = state.exploit, None
+        if self.population:
+            config = flatten(plain(dict(trial.config or {})))
+            metrics.update({f"hparams/{k}": config[k] for k in self.key_parameters if is_number(config.get(k))})
+            if exploit is not None:
+                metrics.update({"exploit/donor": exploit["donor"], "exploit/epoch": exploit["epoch"]})
         state.checkpoint_path = _reported_checkpoint(trial, result) or state.checkpoint_path
         value = metrics.get(self.metric)
         if isinstance(value, (int, float)) and _is_better(float(value), state.best, self.metric_mode):
@@ -197,7 +221,11 @@ class WandbTracker(DriverCallback):
         def write() -> None:
             if settings:
                 state.run.config.update(settings, allow_val_change=True)
-            state.run.log(metrics, step=time)  # the epoch (or step) is wandb's: a resumed trial continues its curve
+            if exploit is not None:
+                state.run.config.update(redact(exploit["config"]), allow_val_change=True)
+            # The epoch (or step) is wandb's, plus the epochs exploits went back: a resumed trial continues
+            # its curve, and an exploited one goes on after the step it was at.
+            state.run.log(metrics, step=step)
             if best is not None:
                 state.run.summary[f"best_{self.metric}"] = best
                 state.run.summary[f"best_{self.time_attr}"] = best_time
@@ -315,6 +343,7 @@ def create_tracker(
         trial_config=trial_config,
         time_attr=spec.scheduler.time_attr,
         trial_runs=not spec.runs_program,
+        population=spec.scheduler.type == "pbt",
     )
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from ray import tune
 
 from tune_service.results.analysis import load_results
-from tune_service.results.lineage import exploit_of, trial_of_path, with_lineage
+from tune_service.results.lineage import exploit_of, schedule, trial_of_path, with_lineage
 from tune_service.results.sweep_result import SweepResult, TrialRecord
 from tune_service.results.progress import SweepProgress
 
@@ -53,8 +53,9 @@ def test_the_lineage_goes_to_the_summary_and_the_results_table(tmp_path):
 
     summary = {t["trial_id"]: t for t in json.loads((tmp_path / "summary.json").read_text())["trials"]}
     assert "lineage" not in summary["strong"]
-    assert summary["weak"]["lineage"] == [{"epoch": 2, "donor": "strong", "config": {"lr": 0.036}},
-                                          {"epoch": 4, "donor": "strong", "config": {"lr": 0.0288}}]
+    assert summary["weak"]["lineage"] == [
+        {"epoch": 2, "donor": "strong", "donor_exploits": 0, "config": {"lr": 0.036}},
+        {"epoch": 4, "donor": "strong", "donor_exploits": 0, "config": {"lr": 0.0288}}]
     table = load_results(tmp_path).lineage
     assert table.to_dict("records") == [{"trial_id": "weak", "epoch": 2, "donor": "strong", "config/lr": 0.036},
                                         {"trial_id": "weak", "epoch": 4, "donor": "strong", "config/lr": 0.0288}]
@@ -67,3 +68,26 @@ def test_the_final_results_built_from_tunes_keep_the_lineage_the_progress_saw():
     kept = with_lineage(from_tune, seen)
     assert [t.lineage for t in kept.trials] == [[], [{"epoch": 2, "donor": "a", "config": {}}]]
     assert [t.status for t in kept.trials] == ["completed", "completed"]
+
+
+def test_the_schedule_follows_the_weights_back_through_each_donor_as_it_was_when_it_gave_them(tmp_path):
+    progress = SweepProgress(tmp_path, "val_loss", "min", max_t=8, total=3)
+    for t, lr in (("a", 0.03), ("b", 0.001), ("c", 0.002)):
+        progress.on_trial_start(0, [], trial(t, {"lr": lr}))
+    progress.on_trial_start(0, [], trial("b", {"lr": 0.036}, checkpoint_of(tmp_path, "a", 1, epoch=2), epoch=2))
+    progress.on_trial_start(0, [], trial("c", {"lr": 0.0288}, checkpoint_of(tmp_path, "b", 2, epoch=4), epoch=4))
+    # b, later weak in its turn, takes a's weights again: c's weights, taken before, do not come from that
+    progress.on_trial_start(0, [], trial("b", {"lr": 0.024}, checkpoint_of(tmp_path, "a", 3, epoch=6), epoch=6))
+    initial = {"a": {"lr": 0.03}, "b": {"lr": 0.001}, "c": {"lr": 0.002}}.__getitem__
+
+    assert schedule("c", progress.trials, initial) == [
+        {"trial_id": "a", "from_epoch": 1, "to_epoch": 2, "config": {"lr": 0.03}},
+        {"trial_id": "b", "from_epoch": 3, "to_epoch": 4, "config": {"lr": 0.036}},
+        {"trial_id": "c", "from_epoch": 5, "to_epoch": None, "config": {"lr": 0.0288}},
+    ]
+    assert schedule("b", progress.trials, initial) == [
+        {"trial_id": "a", "from_epoch": 1, "to_epoch": 6, "config": {"lr": 0.03}},
+        {"trial_id": "b", "from_epoch": 7, "to_epoch": None, "config": {"lr": 0.024}},
+    ]
+    assert schedule("a", progress.trials, initial) == [
+        {"trial_id": "a", "from_epoch": 1, "to_epoch": None, "config": {"lr": 0.03}}]

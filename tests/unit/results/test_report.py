@@ -194,3 +194,48 @@ def test_a_sweep_without_a_metric_gets_a_one_line_refusal_not_a_crash(tmp_path):
     with pytest.raises(TuneServiceError, match=r"has no metric .* `tune-run results DIR` lists them"):
         write_report(result)
     assert not (tmp_path / "report.html").exists()
+
+
+def test_a_population_shows_each_trials_schedule_and_the_best_trials_family_tree(tmp_path):
+    """Three trials of a PBT sweep: b takes a's weights at epoch 2, c takes b's at epoch 4 (b had exploited
+    once then), b later takes a's again. The best, c, was trained by a, then b, then itself."""
+    experiment = tmp_path / "pbt"
+    first = {"a": 0.03, "b": 0.001, "c": 0.002}
+    schedules = {  # each trial's lr at each epoch it reported, as Tune's result.json rows carry it
+        "a": [0.03] * 6, "b": [0.001, 0.001, 0.036, 0.036, 0.036, 0.036, 0.024], "c": [0.002] * 4 + [0.0288] * 2,
+    }
+    epochs = {"a": [1, 2, 3, 4, 5, 6], "b": [1, 2, 3, 4, 5, 6, 6], "c": [1, 2, 3, 4, 5, 6]}
+    losses = {"a": 0.30, "b": 0.25, "c": 0.20}
+    for trial_id, lrs in schedules.items():
+        path = trial_results_file(experiment, trial_id)
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps({"epoch": e, METRIC: losses[trial_id] + 1 / e, "training_iteration": i,
+                                            "config": {"lr": lr}, "trial_id": trial_id}) + "\n"
+                                for i, (e, lr) in enumerate(zip(epochs[trial_id], lrs, strict=True), 1)))
+    lineage = {
+        "b": [{"epoch": 2, "donor": "a", "donor_exploits": 0, "config": {"lr": 0.036}},
+              {"epoch": 5, "donor": "a", "donor_exploits": 0, "config": {"lr": 0.024}}],
+        "c": [{"epoch": 4, "donor": "b", "donor_exploits": 1, "config": {"lr": 0.0288}}],
+    }
+    records = [TrialRecord(t, "completed", {"lr": schedules[t][-1]}, {METRIC: losses[t] + 1 / 6, "epoch": 6}, 6,
+                           lineage=lineage.get(t, [])) for t in first]
+    result = SweepResult(str(experiment), METRIC, "min", tuple(records),
+                         sweep_result.best_trial(records, METRIC, "min"), {"max_t": 6})
+    sweep_result.write(result)
+    page = write_report(sweep_result.load(experiment))
+
+    parser = Charts()
+    parser.feed(rendered_dom(page, tmp_path / "profile"))
+    assert set(parser.attrs) == {*CHARTS, "schedules"} - {"importance"}  # (too few trials to rank parameters)
+    assert "schedules" in parser.svg
+    assert parser.attrs["schedules"].get("data-rendered") == "4"  # a step line per trial, and the family's
+    text = page.read_text(encoding="utf-8")
+    family = text[text.index('<table id="family">'):]
+    family = family[:family.index("</table>")]
+    assert re.findall(r"<tr><td>(\w+)</td><td>([\d-]+)</td><td>([\d.]+)</td></tr>", family) == [
+        ("a", "1-2", "0.03"), ("b", "3-4", "0.036"), ("c", "5-6", "0.0288")]
+
+
+def test_a_sweep_without_a_lineage_has_no_population_section(tmp_path):
+    text = write_report(small_sweep(tmp_path / "exp")).read_text(encoding="utf-8")
+    assert 'data-chart="schedules"' not in text and 'id="family"' not in text

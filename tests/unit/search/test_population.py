@@ -114,3 +114,54 @@ def test_rays_pbt_mutates_the_nested_config_a_trial_has_within_bounds():
         assert config["hidden"] == 64  # not the population's to change
         dropouts.add(config["dropout"])
     assert dropouts == {0.0, 0.1, 0.2}  # a listed value steps between its values
+
+
+def replay_spec(schedule, **training) -> dict:
+    """One SGD trial of the digits task, changed at the schedule's epochs."""
+    return {
+        "task": "digits", "method": "grid", "run_cap": 1, "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": {"lr": {"value": 0.01}, "momentum": {"value": 0.5}, "hidden": {"value": 32}},
+        "scheduler": {"type": "pbt_replay", "max_t": 6, "schedule": schedule},
+        **({"training": training} if training else {}),
+    }
+
+
+def test_a_replay_schedule_is_read_by_epoch_with_dotted_names():
+    spec = load_spec(replay_spec([{"epoch": 2, "config": {"lr": 0.02}},
+                                  {"epoch": 4, "config": {"optimizer": {"momentum": 0.9}}}]))
+    assert spec.scheduler.schedule == ({"epoch": 2, "config": {"lr": 0.02}},
+                                       {"epoch": 4, "config": {"optimizer.momentum": 0.9}})
+
+
+@pytest.mark.parametrize(("schedule", "message"), [
+    ([], "scheduler.schedule: must be a list of changes with scheduler.type pbt_replay"),
+    ([{"epoch": 2}], "scheduler.schedule[0]: must be a mapping of epoch and config"),
+    ([{"epoch": 6, "config": {"lr": 0.1}}], "scheduler.schedule[0].epoch: must be < scheduler.max_t (6)"),
+    ([{"epoch": 3, "config": {"lr": 0.1}}, {"epoch": 2, "config": {"lr": 0.2}}],
+     "scheduler.schedule[1].epoch: must be greater than the change before it (3), got 2"),
+    ([{"epoch": 2, "config": {}}], "scheduler.schedule[0].config: must be a mapping of parameter names to values"),
+])
+def test_a_bad_replay_schedule_is_refused_naming_the_change(schedule, message):
+    with pytest.raises(SpecError) as caught:
+        load_spec(replay_spec(schedule))
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (replay_spec([{"epoch": 3, "config": {"lr": 0.1}}], checkpoint_every=2),
+     "scheduler.schedule[0].epoch: must be a multiple of training.checkpoint_every (2)"),
+    (replay_spec([{"epoch": 2, "config": {"dropout_of_nothing": 0.1}}]),
+     "scheduler.schedule[0].config: names the spec's parameters (lr, momentum, hidden), got 'dropout_of_nothing'"),
+    (replay_spec([{"epoch": 2, "config": {"hidden": 64}}]), "scheduler.schedule[0].config: hidden changes the "
+                                                            "model's shapes"),
+    ({**replay_spec([{"epoch": 2, "config": {"lr": 0.1}}]), "execution": {"gangs": "fresh"}},
+     "execution.gangs: must be warm with scheduler.type pbt_replay"),
+])
+def test_the_dry_run_refuses_a_replay_of_what_a_checkpoint_cannot_carry(spec, message):
+    assert message in refusal(spec)
+
+
+def test_a_schedule_under_another_scheduler_is_noted_as_unused():
+    spec = load_spec({**replay_spec([]), "scheduler": {"type": "fifo", "max_t": 6,
+                                                       "schedule": [{"epoch": 2, "config": {"lr": 0.1}}]}})
+    assert "scheduler.schedule: read, not used: it is for scheduler.type pbt_replay, and the type is fifo" in spec.notes

@@ -11,7 +11,7 @@ result gets a decision Tune knows. FIFO and ASHA: a scheduler rebuilt from what 
 resume) decides the next result as the original does. HyperBand pauses and resumes trials through
 Tune's controller: it runs here in a simulated loop of Tune's and trains exactly the trial-epochs the
 plan (``--dry-run``) expects; its rebuilt brackets across a driver's SIGKILL are tested on a real Ray
-(tests/integration).
+(tests/integration). PBT's replay pauses each trial at its schedule's epochs, changed, in the same loop.
 """
 
 from __future__ import annotations
@@ -288,3 +288,19 @@ def test_hyperband_decides_every_result_and_follows_the_planned_schedule(method,
     planned = expected_schedule(spec.scheduler, trials, bohb=method == "bohb")
     assert planned.exact and sum(epochs.values()) == planned.trial_epochs  # what --dry-run promised
     assert min(epochs.values()) < 9 and epochs["t0"] == 9  # some are halved out; the best goes on
+
+
+def test_a_replay_pauses_each_trial_at_the_schedules_epochs_changed_and_trains_the_planned_epochs():
+    schedule = [{"epoch": 2, "config": {"lr": 0.02}}, {"epoch": 4, "config": {"optimizer.momentum": 0.9}}]
+    spec, _, _ = build("grid", {"type": "pbt_replay", "max_t": 6, "schedule": schedule})
+    scheduler = registry.build_scheduler(spec)
+    scheduler.set_search_properties(METRIC, "min")
+    trials = stub_trials(3)
+    for i, trial in enumerate(trials):
+        trial.set_config({"lr": 0.001, "hidden": 16 * (i + 1), "optimizer": {"momentum": 0.0}})
+    decisions = play(scheduler, trials, max_t=6)
+    pause, go = TrialScheduler.PAUSE, TrialScheduler.CONTINUE
+    assert all(d == [go, pause, go, pause, go, go] for d in decisions.values()), decisions
+    assert [t.config for t in trials] == [{"lr": 0.02, "hidden": 16 * (i + 1), "optimizer": {"momentum": 0.9}}
+                                          for i in range(3)]
+    assert sum(map(len, decisions.values())) == expected_schedule(spec.scheduler, 3).trial_epochs
