@@ -7,6 +7,7 @@
     python bench/run.py search_quality  # ours against the peers' searchers (named only: about 17 minutes)
     python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 18 minutes)
     python bench/run.py bohb_reference  # our BOHB and hpbandster's, 20 seeds paired (named only)
+    python bench/run.py pbt_utilisation  # a PBT population of 16 trials x 20 epochs (named only: about 22 minutes)
     python bench/run.py --list
 
 Each benchmark writes ``bench/results/NAME.json`` (``bench/results/quick/NAME.json`` with ``--quick``):
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "service_overhead": "bench.service.service_overhead",
     "ddp_in_trial": "bench.training.ddp_in_trial",
     "utilisation": "bench.service.utilisation",
+    "pbt_utilisation": "bench.service.pbt_utilisation",
     "search_efficiency": "bench.search.search_efficiency",
     "known_optimum": "bench.search.known_optimum",
     "fused_bundles": "bench.training.fused_bundles",
@@ -52,7 +54,8 @@ BENCHMARKS = {
     "train_overhead": "bench.legacy",
 }
 #: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
-NAMED_ONLY = ("search_quality", "search_quality_leaders", "bohb_reference", "trial_overhead", "train_overhead")
+NAMED_ONLY = ("search_quality", "search_quality_leaders", "bohb_reference", "trial_overhead", "train_overhead",
+              "pbt_utilisation")
 
 
 def run_one(name: str, quick: bool) -> dict:

@@ -34,9 +34,6 @@ WORKERS = 2
 
 
 def run(quick: bool) -> dict[str, Any]:
-    import tune_service
-    from bench.workloads import TiledDigits
-
     size = SIZES[quick]
     spec = {
         "name": "utilisation", "method": "bayes", "run_cap": size["run_cap"], "seed": 0,
@@ -48,7 +45,24 @@ def run(quick: bool) -> dict[str, Any]:
         "resources": {"workers": WORKERS, "cpus_per_worker": 1},
         "wandb": {"mode": "disabled"},
     }
+    measured = sweep_utilisation(spec)
+    figures = [figure("utilisation: busy rank-slot-s / (wall x slots)", "", None, measured["utilisation"], TARGET,
+                      note=f"{len(measured['trials'])} trials of 2 ranks, {measured['trial_epochs']} trial-epochs, "
+                           f"hyperopt + ASHA; {measured['where']}")]
+    return {"figures": figures, "sizes": size, **measured}
+
+
+def sweep_utilisation(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``spec`` on :class:`bench.workloads.TiledDigits` on an embedded Ray and account for its rank
+    slots. Per trial, from its ``result.json``: training, each report's ``epoch_time_s`` but a report a
+    trial restarted from its own checkpoint repeats (PBT's pauses); held, each report's ``time_this_iter_s``
+    (the trial's time since its last report or its start); start-up, each (re)start to its first report
+    that trained, less that epoch."""
+    import tune_service
+    from bench.workloads import TiledDigits
+
     slots = NUM_CPUS  # one CPU per rank
+    workers = spec["resources"]["workers"]
     trials = []
     with local_ray(), tempfile.TemporaryDirectory() as storage:
         started = time.perf_counter()
@@ -59,24 +73,42 @@ def run(quick: bool) -> dict[str, Any]:
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
             if not rows or record.status == "failed":
                 raise RuntimeError(f"trial {record.trial_id} {record.status}: {record.error}")
-            trials.append({"trial_id": record.trial_id, "status": record.status, "epochs": len(rows),
-                           "training_s": sum(r["epoch_time_s"] for r in rows),
-                           "startup_s": rows[0]["time_total_s"] - rows[0]["epoch_time_s"],
-                           "trial_s": rows[-1]["time_total_s"]})
+            trials.append({"trial_id": record.trial_id, "status": record.status, **_account(rows)})
     capacity = wall_s * slots
-    busy = WORKERS * sum(t["training_s"] for t in trials)
-    startup = WORKERS * sum(t["startup_s"] for t in trials)
-    held = WORKERS * sum(t["trial_s"] for t in trials)
+    busy = workers * sum(t["training_s"] for t in trials)
+    startup = workers * sum(t["startup_s"] for t in trials)
+    held = workers * sum(t["trial_s"] for t in trials)
     shares = {"training": busy / capacity, "trial start-up": startup / capacity,
               "reports and checkpoints": (held - startup - busy) / capacity, "no trial running": 1 - held / capacity}
-    per_trial_startup = sorted(t["startup_s"] for t in trials)[len(trials) // 2]
-    figures = [figure("utilisation: busy rank-slot-s / (wall x slots)", "", None, busy / capacity, TARGET,
-                      note=f"{len(trials)} trials of 2 ranks, {sum(t['epochs'] for t in trials)} trial-epochs, "
-                           f"hyperopt + ASHA; of the rank-slot-seconds: "
-                           + ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
-                           + f"; a trial starts up in {per_trial_startup:.1f} s (median)")]
-    return {"figures": figures, "sizes": size, "slots": slots, "sweep_wall_s": wall_s, "shares": shares,
-            "trials": trials}
+    starts = sorted(s for t in trials for s in t["starts_s"])
+    return {
+        "utilisation": busy / capacity, "slots": slots, "sweep_wall_s": wall_s, "shares": shares, "trials": trials,
+        "trial_epochs": sum(t["epochs"] for t in trials),
+        "where": "of the rank-slot-seconds: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+                 + f"; {len(starts)} trial (re)starts to training, median {starts[len(starts) // 2]:.2f} s",
+    }
+
+
+def _account(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One trial's epochs trained, training, start-up and held seconds, and each (re)start's seconds: to
+    the first report that trained an epoch, less that epoch (a trial restarted from its own checkpoint
+    first repeats that checkpoint's report, before its ranks have loaded it)."""
+    training, starts, epochs = 0.0, [], 0
+    for i, row in enumerate(rows):
+        restarted = i == 0 or row.get("iterations_since_restore") == 1
+        repeated = restarted and any(  # its checkpoint's report, made again
+            (r["epoch"], r["epoch_time_s"]) == (row["epoch"], row["epoch_time_s"]) for r in rows[:i]
+        )
+        if not repeated:
+            training += row["epoch_time_s"]
+            epochs += 1
+        if repeated and i + 1 < len(rows):
+            following = rows[i + 1]
+            starts.append(row["time_this_iter_s"] + following["time_this_iter_s"] - following["epoch_time_s"])
+        elif restarted and not repeated:
+            starts.append(row["time_this_iter_s"] - row["epoch_time_s"])
+    return {"epochs": epochs, "training_s": training, "startup_s": sum(starts), "starts_s": starts,
+            "trial_s": sum(row["time_this_iter_s"] for row in rows)}
 
 
 if __name__ == "__main__":

@@ -129,15 +129,20 @@ def _replay_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
             p = by_name.get(name)
             if p is None:
                 problems.append(Problem(path, f"names the spec's parameters ({', '.join(by_name)}), got {name!r}"))
-            elif p.when:
-                problems.append(Problem(path, f"{name} is conditional: a trial may not have it"))
-            elif name in data:
-                problems.append(
-                    Problem(path, f"{name} decides the data each rank is given, which a checkpoint cannot carry over")
-                )
-            elif task is not None and (reason := _changes_shapes(task, spec, p, (_two_values(p)[0], value))):
+            elif reason := _unchangeable(p, task, spec, data, (_two_values(p)[0], value)):
                 problems.append(Problem(path, reason))
     return problems
+
+
+def _unchangeable(
+    p: ParameterSpec, task: Task | None, spec: SweepSpec, data: set[str], values: tuple[Any, Any]
+) -> str | None:
+    """Why a trial cannot go on from a checkpoint with ``p`` changed (between ``values``), or None."""
+    if p.when:
+        return f"{p.name} is conditional: a trial may not have it where it is inactive"
+    if p.name in data:
+        return f"{p.name} decides the data each rank is given, which a checkpoint cannot carry over"
+    return _changes_shapes(task, spec, p, values) if task is not None else None
 
 
 def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
@@ -161,13 +166,7 @@ def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
         path = "scheduler.mutate"
         if p is None or not p.is_searched:
             problems.append(Problem(path, f"names searched parameters ({', '.join(searched)}), got {name!r}"))
-        elif p.when:
-            problems.append(Problem(path, f"{name} is conditional: PBT would give it to trials where it is inactive"))
-        elif name in data:
-            problems.append(
-                Problem(path, f"{name} decides the data each rank is given, which a checkpoint cannot carry over")
-            )
-        elif task is not None and (reason := _changes_shapes(task, spec, p, _two_values(p))) is not None:
+        elif reason := _unchangeable(p, task, spec, data, _two_values(p)):
             problems.append(Problem(path, reason))
     return problems
 

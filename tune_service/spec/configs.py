@@ -23,14 +23,7 @@ def nest(flat: dict[str, Any], keep_flat: Collection[str] = ()) -> dict[str, Any
     as they are."""
     nested: dict[str, Any] = {}
     for name, value in flat.items():
-        if name in keep_flat:
-            nested[name] = value
-            continue
-        node = nested
-        *groups, leaf = name.split(".")
-        for group in groups:
-            node = node.setdefault(group, {})
-        node[leaf] = value
+        _set(nested, name, value, as_it_is=name in keep_flat)
     return nested
 
 
@@ -39,15 +32,19 @@ def with_values(config: Mapping[str, Any], values: Mapping[str, Any]) -> dict[st
     config holds as it is, dots and all, is set there)."""
     out = copy.deepcopy(dict(config))
     for name, value in values.items():
-        if name in out:
-            out[name] = value
-            continue
-        node = out
-        *groups, leaf = name.split(".")
-        for group in groups:
-            node = node.setdefault(group, {})
-        node[leaf] = value
+        _set(out, name, value, as_it_is=name in out)
     return out
+
+
+def _set(nested: dict[str, Any], name: str, value: Any, as_it_is: bool) -> None:
+    """Set ``name`` in ``nested``: under its dotted groups, or (``as_it_is``) as one key."""
+    if as_it_is:
+        nested[name] = value
+        return
+    *groups, leaf = name.split(".")
+    for group in groups:
+        nested = nested.setdefault(group, {})
+    nested[leaf] = value
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
