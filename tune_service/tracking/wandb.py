@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Mapping, cast
+from typing import Any, Literal, Mapping, Sequence, cast
 
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY  # set by the trial's relay of reports
 
@@ -78,9 +78,9 @@ class WandbTracker(DriverCallback):
         trial_runs: whether the tracker writes each trial's run; a W&B program's trials write their own
             (:meth:`program_run` is what their ``wandb.init`` gets), and the tracker the sweep's summary.
         key_parameters: the searched parameters, named in run names.
-        population: a PBT sweep: each report also logs the trial's searched parameters as they are then
-            (``hparams/<name>``, its schedule as a chart), and the first after an exploit the donor and
-            its epoch (``exploit/donor``, ``exploit/epoch``); the run's config follows the trial's.
+        changing: the parameters PBT or its replay change mid-trial: each report also logs their values
+            then (``hparams/<name>``, the schedule as a chart), and the first after an exploit the donor and
+            its epoch (``exploit/donor``, ``exploit/epoch``); the run's config takes the new values.
         trial_config: what every trial's config also holds (resources, training settings).
     """
 
@@ -98,13 +98,13 @@ class WandbTracker(DriverCallback):
         trial_config: Mapping[str, Any],
         time_attr: str = "epoch",
         trial_runs: bool = True,
-        population: bool = False,
+        changing: Sequence[str] = (),
     ):
         super().__init__(f"{experiment}/wandb")
         self.settings, self.mode, self.experiment = settings, mode, experiment
         self.experiment_dir = Path(experiment_dir)
         self.metric, self.metric_mode, self.max_t, self.time_attr = metric, metric_mode, max_t, time_attr
-        self.trial_runs, self.population = trial_runs, population
+        self.trial_runs, self.changing = trial_runs, list(changing)
         self.key_parameters, self.trial_config = list(key_parameters), dict(trial_config)
         self._runs: dict[str, _TrialRun] = {}
         self._writer = OrderedWriter()
@@ -169,7 +169,7 @@ class WandbTracker(DriverCallback):
         if not self.trial_runs:
             return
         if trial_id in self._runs:  # restarted (after a failure, a pause, an exploit): the run is still open
-            exploit = exploit_of(trial) if self.population else None
+            exploit = exploit_of(trial) if self.changing else None
             if exploit is not None and exploit["epoch"] is not None:
                 state = self._runs[trial_id]
                 state.rewound += state.last_time - exploit["epoch"]
@@ -199,9 +199,12 @@ class WandbTracker(DriverCallback):
         state.last_time = time
         step = time + state.rewound
         exploit, state.exploit = state.exploit, None
-        if self.population:
-            config = flatten(plain(dict(trial.config or {})))
-            metrics.update({f"hparams/{k}": config[k] for k in self.key_parameters if is_number(config.get(k))})
+        if self.changing:
+            # The config the trial trained this report with (Tune's trainable adds it to each result): by
+            # now the scheduler may have given the trial the next one, which takes effect when it restarts.
+            trained_with = result.get("config") if isinstance(result.get("config"), dict) else trial.config
+            config = flatten(plain(dict(trained_with or {})))
+            metrics.update({f"hparams/{k}": config[k] for k in self.changing if is_number(config.get(k))})
             if exploit is not None:
                 metrics.update({"exploit/donor": exploit["donor"], "exploit/epoch": exploit["epoch"]})
         state.checkpoint_path = _reported_checkpoint(trial, result) or state.checkpoint_path
@@ -343,8 +346,20 @@ def create_tracker(
         trial_config=trial_config,
         time_attr=spec.scheduler.time_attr,
         trial_runs=not spec.runs_program,
-        population=spec.scheduler.type == "pbt",
+        changing=changing_parameters(spec),
     )
+
+
+def changing_parameters(spec: Any) -> list[str]:
+    """The parameters whose values change during a trial: those PBT may mutate, or a replay's schedule
+    names; none under any other scheduler."""
+    if spec.scheduler.type == "pbt":
+        from tune_service.search.population import mutable_parameters
+
+        return [p.name for p in mutable_parameters(spec)]
+    if spec.scheduler.type == "pbt_replay":
+        return list(dict.fromkeys(name for change in spec.scheduler.schedule for name in change["config"]))
+    return []
 
 
 def _reported_checkpoint(trial: Any, result: dict) -> str | None:
