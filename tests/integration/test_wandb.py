@@ -64,9 +64,11 @@ def test_a_sweep_arrives_in_wandb_as_one_run_per_trial_and_a_summary(ray_cluster
         assert run.summary["best_epoch"] == accuracies.index(max(accuracies)) + 1
         assert (run.summary["status"], run.summary["epochs"], run.exit_code) == (trial.status, trial.epochs, 0)
         assert run.artifacts == [(f"model-{run.run_id}", "model", ["state.pt"])]  # the last checkpoint
+        assert not (run.directory / "files" / "requirements.txt").exists()  # the driver's: in the summary run
 
     (sweep,) = runs[summary_id]
     assert sweep.job_type == "sweep-summary" and sweep.group == "tracked"
+    assert "torch==" in (sweep.directory / "files" / "requirements.txt").read_text()  # the sweep's packages, once
     table = sweep.table("trials")
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert sorted(r["trial_id"] for r in rows) == sorted(t.trial_id for t in result.trials)
