@@ -174,3 +174,26 @@ def test_the_best_spec_of_a_population_replays_the_schedule_its_best_weights_wer
     # seed, deterministic, one rank): the replay trains what the best trial's weights went through, bit
     # for bit.
     assert trial.metrics["val_loss"] == results.best.metrics["val_loss"], family
+
+
+def test_pb2_exploits_as_pbt_does_and_its_bandit_picks_each_new_lr_within_the_bounds(ray_cluster, tmp_path):
+    """Ray's PB2 in PBT's place: the same exploits on the warm gang; each new lr is the Gaussian-process
+    bandit's pick within lr's min and max, not a perturbation of the donor's."""
+    record_dir = tmp_path / "builds"
+    record_dir.mkdir()
+    spec = population_spec(record_dir)
+    spec["scheduler"] = {**spec["scheduler"], "type": "pb2"}
+    result = tune_service.run(spec, storage=tmp_path, name="bandit", verbose=0)
+    assert [t.status for t in result.trials] == ["completed"] * 4 and all(t.epochs == MAX_T for t in result.trials)
+    experiment = tmp_path / "bandit"
+    found = exploits(experiment)
+    assert found, "no trial exploited another"
+    assert len({build.name.split("-")[1] for build in record_dir.iterdir()}) == 1  # one rank process throughout
+    policy = [json.loads(line) for line in (experiment / "pbt_global.txt").read_text().splitlines()]
+    lows = spec["parameters"]["lr"]["min"], spec["parameters"]["lr"]["max"]
+    for _trial_dir, after in found:
+        assert lows[0] <= after["lr"] <= lows[1] and after["lr"] == after["config"]["lr"]
+        donor_config = next(p[4] for p in policy if p[5] == after["config"])
+        assert after["lr"] not in [donor_config["lr"] * f for f in (0.8, 1.2)]  # not PBT's perturbation
+    lineage = {t.trial_id: t.lineage for t in result.trials}
+    assert sum(len(e) for e in lineage.values()) >= len(found)  # each exploit in its trial's lineage

@@ -185,7 +185,7 @@ def build_tuner(
         num_samples=plan.num_trials,
         # PBT compares a population that exists at once: all of it is created, the cluster runs what fits
         # and the rest wait (paused or pending) for their turn; other schedulers get trials as slots free.
-        max_concurrent_trials=plan.num_trials if spec.scheduler.type == "pbt" else plan.max_concurrent,
+        max_concurrent_trials=plan.num_trials if spec.scheduler.population else plan.max_concurrent,
         trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
         # a bundle member's number reaches its actor in its name: the order members report in
         trial_name_creator=member_name if plan.bundle_size > 1 else None,
@@ -215,7 +215,7 @@ def _checkpoints_kept(spec: SweepSpec, warm_gangs: bool) -> Any:
 
     if not warm_gangs:
         return None
-    return tune.CheckpointConfig(num_to_keep=None if spec.scheduler.type == "pbt" else 2)
+    return tune.CheckpointConfig(num_to_keep=None if spec.scheduler.population else 2)
 
 
 def run(

@@ -176,8 +176,10 @@ class SweepPlan:
                     else f"every trial trains {sched.max_t} {sched.time_unit}s"
                 )
             )
-        elif sched.type == "pbt":
-            lines.append(f"scheduler    pbt: a population of {self.num_trials}, each trial trains {sched.max_t} epochs")
+        elif sched.population:
+            lines.append(
+                f"scheduler    {sched.type}: a population of {self.num_trials}, each trial trains {sched.max_t} epochs"
+            )
             lines.append(f"  {describe_population(s)}")
             if (self.max_concurrent or 0) < self.num_trials:
                 lines.append(
@@ -237,10 +239,9 @@ class SweepPlan:
                 if open_ended
                 else f"fifo, {s.scheduler.max_t} {s.scheduler.time_unit}s each"
             )
-        elif s.scheduler.type == "pbt":
-            schedule = (
-                f"pbt (perturbs every {s.scheduler.perturbation_interval} epochs; {s.scheduler.max_t} epochs each)"
-            )
+        elif s.scheduler.population:
+            interval, max_t = s.scheduler.perturbation_interval, s.scheduler.max_t
+            schedule = f"{s.scheduler.type} (perturbs every {interval} epochs; {max_t} epochs each)"
         elif s.scheduler.type == "pbt_replay":
             epochs = ", ".join(str(c["epoch"]) for c in s.scheduler.schedule)
             schedule = f"pbt_replay (changed after epochs {epochs}; {s.scheduler.max_t} epochs each)"
@@ -378,7 +379,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
         )
     if spec.execution.bundle > 1:
         check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
-    if spec.scheduler.type in ("pbt", "pbt_replay"):
+    if spec.scheduler.population or spec.scheduler.type == "pbt_replay":
         check_population(spec, resolved.task, plan.runs_program)
     if spec.resources.gpus_auto and resolved.task is None:
         what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"

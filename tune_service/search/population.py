@@ -19,6 +19,12 @@ run: a model-based searcher (it would learn from results of configs PBT changed 
 or a train loop (their checkpoints are not the shared loop's), fresh trials (``execution.gangs: fresh``),
 fused bundles, and checkpoints rarer than the perturbations.
 
+``scheduler.type: pb2`` (Parker-Holder et al., "Provably Efficient Online Hyperparameter Optimization with
+Population-Based Bandits", NeurIPS 2020) is Ray Tune's ``PB2`` in the same place: it exploits as PBT
+does, and picks the new values of the parameters it may change with a Gaussian-process bandit (GP-UCB,
+on scikit-learn, over the population's reports so far) instead of perturbing them, so it takes only
+ranges of real numbers with both bounds (each modelled on its linear scale, as Ray's PB2 does).
+
 Its replay (``scheduler.type: pbt_replay``, :func:`build_replay`) trains one trial through a schedule PBT
 found (``scheduler.schedule``, what ``best_spec()`` of a PBT sweep writes): paused at each change's epoch,
 it goes on from its own checkpoint with the change's values, the way an exploited trial goes on from its
@@ -113,6 +119,8 @@ def check_population(spec: SweepSpec, task: Task | None, runs_program: bool) -> 
                 f"its checkpoint of the perturbation's epoch, got {every}",
             )
         problems += _mutation_problems(spec, task)
+        if kind == "pb2":
+            problems += _bandit_problems(spec)
     if problems:
         raise SpecError(problems)
 
@@ -171,6 +179,27 @@ def _mutation_problems(spec: SweepSpec, task: Task | None) -> list[Problem]:
     return problems
 
 
+def _bandit_problems(spec: SweepSpec) -> list[Problem]:
+    """PB2's model picks each value it changes within ``[min, max]`` as a real number: a parameter with
+    listed values, an integer or quantized range, or a range open on one side is PBT's alone."""
+    problems = []
+    for p in mutable_parameters(spec):
+        if support(p) is not None:
+            why = "a choice among values" if p.distribution == "categorical" else f"a {p.distribution} range of steps"
+        elif p.shape.low is None or p.shape.high is None:
+            why = f"a {p.distribution} law without both min and max"
+        else:
+            continue
+        problems.append(
+            Problem(
+                "scheduler.mutate",
+                f"pb2 picks new values of real numbers within a min and a max; {p.name} is {why}: use "
+                f"scheduler.type pbt, or leave {p.name} out of mutate",
+            )
+        )
+    return problems
+
+
 def _changes_shapes(task: Task, spec: SweepSpec, p: ParameterSpec, values: tuple[Any, Any]) -> str | None:
     """Why ``p`` is the architecture's (the task's model has other parameter shapes at its two ``values``),
     or None. The models are built on torch's meta device: shapes only, no memory, no time."""
@@ -214,15 +243,45 @@ def _first_values(spec: SweepSpec) -> dict[str, Any]:
 
 
 def build_population(spec: SweepSpec) -> Any:
-    """Ray's PBT for ``spec`` (its metric and mode come from the Tune config)."""
+    """Ray's PBT, or its PB2, for ``spec`` (its metric and mode come from the Tune config)."""
     import numpy as np
     from ray.tune.schedulers import PopulationBasedTraining
 
-    class Population(PopulationBasedTraining):
-        """Ray's PBT with the population drawn by our unguided searcher. Ray refuses any search algorithm
-        but its own variant generator beside PBT, because a model-based searcher would learn from results
-        of configs PBT changed; ours draw without looking at results (:data:`POPULATION_SEARCHERS`, checked
-        by :func:`check_population`), as Ray's variant generator does."""
+    s = spec.scheduler
+    time_attr, max_t = s.time_attr, s.max_t
+    mutable = mutable_parameters(spec)
+    base: type = PopulationBasedTraining
+    if s.type == "pb2":
+        from ray.tune.schedulers.pb2 import PB2  # pandas and scikit-learn: imported for pb2 alone
+
+        base = PB2
+    population = _population_class(base, time_attr, max_t)
+    shared = dict(
+        time_attr=time_attr,
+        perturbation_interval=s.perturbation_interval,
+        quantile_fraction=s.quantile_fraction,
+        custom_explore_fn=within_bounds(mutable),
+        log_config=True,
+    )
+    if s.type == "pb2":
+        return population(hyperparam_bounds=_nested({p.name: [p.shape.low, p.shape.high] for p in mutable}), **shared)
+    rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
+    return population(
+        resample_probability=s.resample_probability,
+        perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
+        hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
+        **shared,
+    )
+
+
+def _population_class(base: type, time_attr: str, max_t: int) -> type:
+    """``base`` (Ray's PBT or PB2) as a sweep of ours runs it."""
+
+    class Population(base):
+        """Ray's PBT (or PB2) with the population drawn by our unguided searcher. Ray refuses any search
+        algorithm but its own variant generator beside PBT, because a model-based searcher would learn from
+        results of configs PBT changed; ours draw without looking at results (:data:`POPULATION_SEARCHERS`,
+        checked by :func:`check_population`), as Ray's variant generator does."""
 
         def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
             super().on_trial_add(cast(Any, _WithoutSearcher(tune_controller)), trial)
@@ -235,20 +294,7 @@ def build_population(spec: SweepSpec) -> Any:
                 return self.CONTINUE
             return super().on_trial_result(tune_controller, trial, result)
 
-    rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
-    mutable = mutable_parameters(spec)
-    s = spec.scheduler
-    time_attr, max_t = s.time_attr, s.max_t
-    return Population(
-        time_attr=time_attr,
-        perturbation_interval=s.perturbation_interval,
-        quantile_fraction=s.quantile_fraction,
-        resample_probability=s.resample_probability,
-        perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
-        hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
-        custom_explore_fn=within_bounds(mutable),
-        log_config=True,
-    )
+    return Population
 
 
 def build_replay(spec: SweepSpec) -> Any:
@@ -341,13 +387,17 @@ def within_bounds(parameters: Sequence[ParameterSpec]) -> Callable[[dict[str, An
 
 
 def describe_population(spec: SweepSpec) -> str:
-    """The plan's line: what PBT compares, how often, and what it may change."""
+    """The plan's line: what PBT (or PB2) compares, how often, and what it may change, and how."""
     s = spec.scheduler
     mutable = ", ".join(p.name for p in mutable_parameters(spec)) or "nothing"
     factors = "/".join(f"{f:g}" for f in s.perturbation_factors)
+    how = (
+        "picked by a Gaussian-process bandit (GP-UCB) within min and max"
+        if s.type == "pb2"
+        else f"resampled with probability {s.resample_probability:g}, else x{factors} within bounds"
+    )
     return (
         f"every {s.perturbation_interval} {s.time_unit}(s) the bottom {s.quantile_fraction:.0%} of the population "
         f"copy a top {s.quantile_fraction:.0%} trial's weights and optimizer state on their own warm gang, then "
-        f"change {mutable} (resampled with probability {s.resample_probability:g}, else x{factors} within "
-        f"bounds)"
+        f"change {mutable} ({how})"
     )

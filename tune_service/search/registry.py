@@ -57,7 +57,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     s = spec.scheduler
     if s.type == "fifo":
         return FIFOScheduler()
-    if s.type == "pbt":
+    if s.population:
         from tune_service.search.population import build_population
 
         return build_population(spec)

@@ -110,7 +110,7 @@ class Schedule:
 def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = False) -> Schedule:
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
     unit, open_ended = scheduler.time_unit, scheduler.open_ended
-    if scheduler.type in ("fifo", "pbt", "pbt_replay"):  # these stop no trial: each trains max_t (under PBT
+    if scheduler.type in ("fifo", "pbt", "pb2", "pbt_replay"):  # these stop no trial: each trains max_t (under PBT
         # some from another's weights)
         brackets: tuple[Bracket, ...] = (Bracket((Rung(scheduler.max_t, num_trials),)),)
         return Schedule(

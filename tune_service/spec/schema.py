@@ -223,12 +223,13 @@ DESCRIPTIONS: dict[str, str] = {
     "scheduler.type": "The trial scheduler: asha (asynchronous successive halving), hyperband "
     "(synchronous brackets, which ignore grace_period; HyperBand-for-BOHB, the default and "
     "the only choice with method bohb), fifo (no early stopping), pbt (population-based training: the "
-    "weak trials take the weights of the strong and change their hyperparameters; with method random or grid) "
-    "or pbt_replay (each trial changes its hyperparameters at the epochs of schedule, as the trial a PBT sweep "
-    "found them in did; what best_spec() of a PBT sweep writes).",
-    "scheduler.perturbation_interval": "pbt: the epochs between a trial's comparisons with the population "
+    "weak trials take the weights of the strong and change their hyperparameters; with method random or grid), "
+    "pb2 (population-based bandits: as pbt, but a Gaussian-process bandit picks the new values within each "
+    "parameter's min and max) or pbt_replay (each trial changes its hyperparameters at the epochs of "
+    "schedule, as the trial a PBT sweep found them in did; what best_spec() of a PBT sweep writes).",
+    "scheduler.perturbation_interval": "pbt, pb2: the epochs between a trial's comparisons with the population "
     "(each trial's checkpoint of that epoch is what another may copy); less than max_t.",
-    "scheduler.quantile_fraction": "pbt: the bottom fraction of the population that copies a trial of the "
+    "scheduler.quantile_fraction": "pbt, pb2: the bottom fraction of the population that copies a trial of the "
     "top fraction, at most 0.5.",
     "scheduler.resample_probability": "pbt: the chance that a copied trial's parameter is drawn again from "
     "its distribution rather than perturbed.",
@@ -237,9 +238,10 @@ DESCRIPTIONS: dict[str, str] = {
     "scheduler.schedule": "pbt_replay: the changes, by epoch, each {epoch: N, config: {name: value}}: after "
     "epoch N the trial goes on from its checkpoint of that epoch with these values (parameters named as in "
     "parameters, dotted for nested ones). Each N less than max_t, a multiple of training.checkpoint_every.",
-    "scheduler.mutate": "pbt: the searched parameters it may change mid-training (default: the searched "
+    "scheduler.mutate": "pbt, pb2: the searched parameters it may change mid-training (default: the searched "
     "ones among lr, weight_decay, momentum, dampening and eps). Not one that changes the model's shapes, "
-    "the batch size, the data, or a conditional one.",
+    "the batch size, the data, or a conditional one; under pb2, only ranges of real numbers with a min and "
+    "a max.",
     "scheduler.max_t": "Every trial's budget in time_unit: the epochs (or steps) a trial runs when it is "
     "never stopped (for fifo too).",
     "scheduler.grace_period": "The epochs (or steps, by time_unit) every trial runs before it can be stopped: "

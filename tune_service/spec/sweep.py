@@ -21,7 +21,9 @@ from tune_service.spec.wandb import WandbSettings
 
 METHODS = ("random", "grid", "bayes", "hyperopt", "bohb", "optuna")
 GOALS = ("minimize", "maximize")
-SCHEDULERS = ("asha", "hyperband", "fifo", "pbt", "pbt_replay")
+SCHEDULERS = ("asha", "hyperband", "fifo", "pbt", "pb2", "pbt_replay")
+#: The schedulers of a population that exploits and explores as it trains (Ray Tune's PBT and PB2).
+POPULATIONS = ("pbt", "pb2")
 #: What the scheduler counts a trial's progress in: epochs or optimizer steps of a task's trial, or (a W&B
 #: program's trial, as W&B's hyperband counts) the values of the sweep's metric the program has logged.
 TIME_UNITS = ("epoch", "step", "value")
@@ -80,7 +82,8 @@ class SchedulerSpec:
     grace_period: int = 1
     reduction_factor: float = 3
     time_unit: str = "epoch"
-    #: Population-based training (``type: pbt``, Ray Tune's PBT and its names): every
+    #: Population-based training (``type: pbt``, Ray Tune's PBT and its names; ``type: pb2``, Ray Tune's
+    #: PB2, which picks the new values with a Gaussian-process bandit instead of perturbing): every
     #: ``perturbation_interval`` epochs a trial in the bottom ``quantile_fraction`` of the population takes
     #: the weights and optimizer state of one in the top, and the hyperparameters in ``mutate``, each
     #: resampled from its own distribution with ``resample_probability``, else multiplied by one of
@@ -97,6 +100,11 @@ class SchedulerSpec:
     #: change's ``config`` (dotted parameter names to values), as the trial PBT found them in did; what
     #: ``best_spec()`` of a PBT sweep writes. Each ``{"epoch": int, "config": {name: value}}``, by epoch.
     schedule: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def population(self) -> bool:
+        """Whether a population exploits and explores as it trains (``pbt`` or ``pb2``)."""
+        return self.type in POPULATIONS
 
     @property
     def time_attr(self) -> str:

@@ -25,6 +25,7 @@ from tune_service.spec.sweep import (
     GOALS,
     METHODS,
     PROGRAM_MAX_T,
+    POPULATIONS,
     SCHEDULERS,
     TIME_UNITS,
     WANDB_AGENT_KEYS,
@@ -384,7 +385,7 @@ def _scheduler(
             "value (the values of the metric a W&B program logged) is for a "
             "program's trials; a task's count epoch or step, got 'value'",
         )
-    if kind in ("pbt", "pbt_replay") and unit != "epoch":
+    if kind in (*POPULATIONS, "pbt_replay") and unit != "epoch":
         check.fail(
             "scheduler.time_unit", f"must be epoch with scheduler.type {kind} (it changes trials at epochs), got {unit}"
         )
@@ -440,7 +441,7 @@ def _replay(check: Checker, raw: dict, kind: str, max_t: int) -> dict[str, Any]:
     return {"schedule": tuple(changes)}
 
 
-#: The ``scheduler`` keys of population-based training (``type: pbt``) only.
+#: The ``scheduler`` keys of population-based training (``type: pbt`` or ``pb2``) only.
 POPULATION_KEYS = (
     "perturbation_interval",
     "quantile_fraction",
@@ -448,18 +449,24 @@ POPULATION_KEYS = (
     "perturbation_factors",
     "mutate",
 )
+#: The population keys of ``type: pbt`` alone: how PBT changes a value, which PB2's model picks instead.
+_PBT_ONLY_KEYS = ("resample_probability", "perturbation_factors")
 
 
 def _population(check: Checker, raw: dict, kind: str, max_t: int) -> dict[str, Any]:
-    """The ``scheduler`` block's keys of ``type: pbt`` (:class:`SchedulerSpec`), only noted under another type.
+    """The ``scheduler`` block's keys of ``type: pbt`` or ``pb2`` (:class:`SchedulerSpec`), only noted under
+    another type, and PBT's ways of changing a value (``resample_probability``, ``perturbation_factors``)
+    under ``pb2``, whose model picks the values.
     Which parameters ``mutate`` may name depends on the parameters and the task: the plan checks that
     (:func:`tune_service.search.population.check_population`)."""
     d = SchedulerSpec(type="pbt")
-    if kind != "pbt":  # read and left, as asha's keys are under fifo; said when it would have changed something
-        for key in POPULATION_KEYS:
-            default = getattr(d, key)
-            if key in raw and raw[key] not in (default, list(default) if isinstance(default, tuple) else default):
-                check.note(f"scheduler.{key}: read, not used: it is for scheduler.type pbt, and the type is {kind}")
+    # read and left, as asha's keys are under fifo; said when it would have changed something
+    unused = POPULATION_KEYS if kind not in POPULATIONS else _PBT_ONLY_KEYS if kind == "pb2" else ()
+    for key in unused:
+        default = getattr(d, key)
+        if key in raw and raw[key] not in (default, list(default) if isinstance(default, tuple) else default):
+            check.note(f"scheduler.{key}: read, not used: it is for scheduler.type pbt, and the type is {kind}")
+    if kind not in POPULATIONS:
         return {}
     interval = check.integer(
         "scheduler.perturbation_interval", raw.get("perturbation_interval", d.perturbation_interval), minimum=1

@@ -357,7 +357,7 @@ def create_tracker(
 def changing_parameters(spec: Any) -> list[str]:
     """The parameters whose values change during a trial: those PBT may mutate, or a replay's schedule
     names; none under any other scheduler."""
-    if spec.scheduler.type == "pbt":
+    if spec.scheduler.population:
         from tune_service.search.population import mutable_parameters
 
         return [p.name for p in mutable_parameters(spec)]

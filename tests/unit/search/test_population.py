@@ -63,8 +63,8 @@ def test_the_plan_says_what_the_population_compares_and_changes():
     ({**pbt_spec(), "execution": {"bundle": 2}, "resources": {"workers": 1}}, "execution.bundle: must be 1 with "
                                                                               "scheduler.type pbt"),
     ({**pbt_spec(), "execution": {"gangs": "fresh"}}, "execution.gangs: must be warm with scheduler.type pbt"),
-    ({**pbt_spec(perturbation_interval=3), "training": {"checkpoint_every": 2}}, "training.checkpoint_every: must "
-                                                                                 "divide scheduler.perturbation_interval (3)"),
+    ({**pbt_spec(perturbation_interval=3), "training": {"checkpoint_every": 2}},
+     "training.checkpoint_every: must divide scheduler.perturbation_interval (3)"),
 ])
 def test_the_dry_run_refuses_what_a_checkpoint_cannot_carry_or_pbt_cannot_run(spec, message):
     assert message in refusal(spec)
@@ -165,3 +165,33 @@ def test_a_schedule_under_another_scheduler_is_noted_as_unused():
     spec = load_spec({**replay_spec([]), "scheduler": {"type": "fifo", "max_t": 6,
                                                        "schedule": [{"epoch": 2, "config": {"lr": 0.1}}]}})
     assert "scheduler.schedule: read, not used: it is for scheduler.type pbt_replay, and the type is fifo" in spec.notes
+
+
+# -- pb2: PBT's exploits, a Gaussian-process bandit's new values ----------------------------------------
+
+
+def test_pb2_is_a_population_whose_plan_says_a_bandit_picks_the_new_values():
+    spec = load_spec(pbt_spec(type="pb2", resample_probability=0.5))
+    text = make_plan(spec).describe()
+    assert "scheduler    pb2: a population of 4, each trial trains 6 epochs" in text
+    assert "then change lr, momentum (picked by a Gaussian-process bandit (GP-UCB) within min and max)" in text
+    # PBT's ways of changing a value are PB2's model's to pick: read, said unused
+    assert "scheduler.resample_probability: read, not used: it is for scheduler.type pbt, and the type is pb2" \
+        in spec.notes
+    from ray.tune.schedulers.pb2 import PB2
+
+    population = registry.build_scheduler(spec)
+    assert isinstance(population, PB2)
+    assert population._hyperparam_bounds == {"lr": [1e-3, 0.3], "momentum": [0.0, 0.9]}  # Ray's name: says if it goes
+
+
+@pytest.mark.parametrize(("parameter", "why"), [
+    ({"values": [0.1, 0.5, 0.9]}, "momentum is a choice among values"),
+    ({"distribution": "q_uniform", "min": 0.0, "max": 0.9, "q": 0.1}, "momentum is a q_uniform range of steps"),
+    ({"distribution": "normal", "mu": 0.5, "sigma": 0.1}, "momentum is a normal law without both min and max"),
+])
+def test_pb2_refuses_to_change_what_is_not_a_real_number_within_a_min_and_a_max(parameter, why):
+    message = refusal(pbt_spec({"lr": LR, "momentum": parameter}, type="pb2"))
+    assert f"scheduler.mutate: pb2 picks new values of real numbers within a min and a max; {why}: use " \
+           f"scheduler.type pbt, or leave momentum out of mutate" in message
+    make_plan(load_spec(pbt_spec({"lr": LR, "momentum": parameter})))  # PBT takes it

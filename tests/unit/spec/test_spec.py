@@ -112,7 +112,7 @@ def test_override_without_equals_is_refused():
      "metric.goal: must be one of minimize, maximize, got 'max' (did you mean 'maximize'?)"),
     (minimal(run_cap=0), "run_cap: must be >= 1, got 0"),
     (minimal(run_cap="ten"), "run_cap: must be an integer, got 'ten'"),
-    (minimal(scheduler={"type": "median"}), "scheduler.type: must be one of asha, hyperband, fifo, pbt, pbt_replay, got 'median'"),
+    (minimal(scheduler={"type": "median"}), "scheduler.type: must be one of asha, hyperband, fifo, pbt, pb2, pbt_replay, got 'median'"),
     (minimal(scheduler={"max_t": 3, "grace_period": 5}), "scheduler.grace_period: must be <= scheduler.max_t (3), got 5"),
     (minimal(scheduler={"reduction_factor": 1}), "scheduler.reduction_factor: must be > 1, got 1"),
     (minimal(resources={"workers": 0}), "resources.workers: must be >= 1, got 0"),
