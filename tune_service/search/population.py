@@ -185,9 +185,9 @@ def _bandit_problems(spec: SweepSpec) -> list[Problem]:
     problems = []
     for p in mutable_parameters(spec):
         if support(p) is not None:
-            why = "a choice among values" if p.distribution == "categorical" else f"a {p.distribution} range of steps"
+            why = "a choice among values" if p.distribution == "categorical" else f"a range of steps ({p.distribution})"
         elif p.shape.low is None or p.shape.high is None:
-            why = f"a {p.distribution} law without both min and max"
+            why = f"a law without both min and max ({p.distribution})"
         else:
             continue
         problems.append(

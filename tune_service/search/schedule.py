@@ -110,8 +110,8 @@ class Schedule:
 def expected_schedule(scheduler: SchedulerSpec, num_trials: int, bohb: bool = False) -> Schedule:
     """The rung schedule of ``scheduler`` for ``num_trials`` trials (``bohb``: HyperBand-for-BOHB's order)."""
     unit, open_ended = scheduler.time_unit, scheduler.open_ended
-    if scheduler.type in ("fifo", "pbt", "pb2", "pbt_replay"):  # these stop no trial: each trains max_t (under PBT
-        # some from another's weights)
+    # These stop no trial: each trains max_t (under a population, some from another's weights).
+    if scheduler.type in ("fifo", "pbt_replay") or scheduler.population:
         brackets: tuple[Bracket, ...] = (Bracket((Rung(scheduler.max_t, num_trials),)),)
         return Schedule(
             scheduler.type, num_trials, scheduler.max_t, brackets, exact=True, unit=unit, open_ended=open_ended

@@ -187,8 +187,8 @@ def test_pb2_is_a_population_whose_plan_says_a_bandit_picks_the_new_values():
 
 @pytest.mark.parametrize(("parameter", "why"), [
     ({"values": [0.1, 0.5, 0.9]}, "momentum is a choice among values"),
-    ({"distribution": "q_uniform", "min": 0.0, "max": 0.9, "q": 0.1}, "momentum is a q_uniform range of steps"),
-    ({"distribution": "normal", "mu": 0.5, "sigma": 0.1}, "momentum is a normal law without both min and max"),
+    ({"distribution": "q_uniform", "min": 0.0, "max": 0.9, "q": 0.1}, "momentum is a range of steps (q_uniform)"),
+    ({"distribution": "normal", "mu": 0.5, "sigma": 0.1}, "momentum is a law without both min and max (normal)"),
 ])
 def test_pb2_refuses_to_change_what_is_not_a_real_number_within_a_min_and_a_max(parameter, why):
     message = refusal(pbt_spec({"lr": LR, "momentum": parameter}, type="pb2"))
