@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -80,7 +81,28 @@ class OfflineRun:
         return json.loads((self.directory / "files" / self.summary[f"{key}.path"]).read_text())
 
 
+#: How long :func:`read_run` waits for a run's file to be whole (see there).
+WHOLE_WITHIN_S = 15.0
+
+
 def read_run(directory: Path) -> OfflineRun:
+    """The run in ``directory``. wandb's service may still be writing a run's file for a moment after
+    ``run.finish()`` returned in the same process (a sweep run in the test's process: seen once in CI,
+    the summary run's first record cut short); a file that does not parse is read again until it does,
+    for up to :data:`WHOLE_WITHIN_S`, then its error is raised."""
+    from google.protobuf.message import DecodeError
+
+    deadline = time.monotonic() + WHOLE_WITHIN_S
+    while True:
+        try:
+            return _read_run(directory)
+        except (DecodeError, struct.error):  # a record cut short, or a file shorter than its header
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _read_run(directory: Path) -> OfflineRun:
     run = OfflineRun(directory)
     (run_file,) = directory.glob("run-*.wandb")
     for record in records(run_file):
