@@ -190,9 +190,9 @@ def test_pb2_exploits_as_pbt_does_and_its_bandit_picks_each_new_lr_within_the_bo
     assert found, "no trial exploited another"
     assert len({build.name.split("-")[1] for build in record_dir.iterdir()}) == 1  # one rank process throughout
     policy = [json.loads(line) for line in (experiment / "pbt_global.txt").read_text().splitlines()]
-    lows = spec["parameters"]["lr"]["min"], spec["parameters"]["lr"]["max"]
+    low, high = spec["parameters"]["lr"]["min"], spec["parameters"]["lr"]["max"]
     for _trial_dir, after in found:
-        assert lows[0] <= after["lr"] <= lows[1] and after["lr"] == after["config"]["lr"]
+        assert low <= after["lr"] <= high and after["lr"] == after["config"]["lr"]
         donor_config = next(p[4] for p in policy if p[5] == after["config"])
         assert after["lr"] not in [donor_config["lr"] * f for f in (0.8, 1.2)]  # not PBT's perturbation
     lineage = {t.trial_id: t.lineage for t in result.trials}

@@ -250,12 +250,6 @@ def build_population(spec: SweepSpec) -> Any:
     s = spec.scheduler
     time_attr, max_t = s.time_attr, s.max_t
     mutable = mutable_parameters(spec)
-    base: type = PopulationBasedTraining
-    if s.type == "pb2":
-        from ray.tune.schedulers.pb2 import PB2  # pandas and scikit-learn: imported for pb2 alone
-
-        base = PB2
-    population = _population_class(base, time_attr, max_t)
     shared = dict(
         time_attr=time_attr,
         perturbation_interval=s.perturbation_interval,
@@ -264,9 +258,12 @@ def build_population(spec: SweepSpec) -> Any:
         log_config=True,
     )
     if s.type == "pb2":
-        return population(hyperparam_bounds=_nested({p.name: [p.shape.low, p.shape.high] for p in mutable}), **shared)
+        from ray.tune.schedulers.pb2 import PB2  # pandas and scikit-learn: imported for pb2 alone
+
+        bounds = _nested({p.name: [p.shape.low, p.shape.high] for p in mutable})
+        return _population_class(PB2, time_attr, max_t)(hyperparam_bounds=bounds, **shared)
     rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
-    return population(
+    return _population_class(PopulationBasedTraining, time_attr, max_t)(
         resample_probability=s.resample_probability,
         perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
         hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
