@@ -87,19 +87,24 @@ WHOLE_WITHIN_S = 15.0
 
 def read_run(directory: Path) -> OfflineRun:
     """The run in ``directory``. wandb's service may still be writing a run's file for a moment after
-    ``run.finish()`` returned in the same process (a sweep run in the test's process: seen once in CI,
-    the summary run's first record cut short); a file that does not parse is read again until it does,
-    for up to :data:`WHOLE_WITHIN_S`, then its error is raised."""
+    ``run.finish()`` returned in the same process (a sweep run in the test's process: seen in CI, the
+    summary run's first record cut short, and once its file without its first record at all). A file
+    that does not parse is read again until it does, for up to :data:`WHOLE_WITHIN_S`, then its error is
+    raised; a file without its run record is read again as long, then returned as it is (a program killed
+    at its start may never write one: the test's assertions judge it)."""
     from google.protobuf.message import DecodeError
 
     deadline = time.monotonic() + WHOLE_WITHIN_S
     while True:
         try:
-            return _read_run(directory)
+            run = _read_run(directory)
         except (DecodeError, struct.error):  # a record cut short, or a file shorter than its header
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+        else:
+            if run.run_id or time.monotonic() > deadline:
+                return run
+        time.sleep(0.2)
 
 
 def _read_run(directory: Path) -> OfflineRun:
