@@ -144,7 +144,7 @@ def build_tuner(
         gpus_per_rank=spec.resources.gpus_per_worker,
     )
     template: SweepTrial
-    if plan.runs_program or plan.warm_gangs:
+    if not plan.runs_ray_train:
         gang = GangSettings(spec.resources, spec.execution, spec.limits.progress_s)
         resources = trial_resources(gang)
         if plan.bundle_size > 1:
@@ -373,7 +373,7 @@ def _execute(
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            init_ray(address, log_to_driver=verbose >= VERBOSE_RAY)
+            init_ray(address, log_to_driver=verbose >= VERBOSE_RAY, state_api=plan.runs_ray_train)
         except BaseException:
             lock.release()
             raise
@@ -453,9 +453,7 @@ def _execute(
         )
         # Warm and program trials run nothing of Ray Train in their processes; their actors can start
         # on the workers Ray keeps ready (see trial_actors).
-        ready_workers = (
-            trial_actors_on_ready_workers() if plan.warm_gangs or plan.runs_program else contextlib.nullcontext()
-        )
+        ready_workers = trial_actors_on_ready_workers() if not plan.runs_ray_train else contextlib.nullcontext()
         resume_line = f"resume with: tune-run --resume {remote.uri if remote else experiment_dir}"
         termination = Termination(progress, resume_line)
         with (

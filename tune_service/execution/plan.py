@@ -110,6 +110,12 @@ class SweepPlan:
         """Whether every trial runs the spec's W&B ``program`` (:mod:`tune_service.execution.program_trial`)."""
         return self.spec.runs_program and self.task.task is None and self.task.train_loop is None
 
+    @property
+    def runs_ray_train(self) -> bool:
+        """Whether each trial is a fresh Ray Train run (:mod:`tune_service.execution.fresh_trial`): neither
+        on a warm gang nor a program's."""
+        return not (self.warm_gangs or self.runs_program)
+
     def first_command(self) -> str:
         """The command line the sweep's first trial would run: the first suggestion of a copy of the
         plan's searcher (the searcher itself is left as it is, for the sweep)."""
@@ -367,7 +373,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
         spec = replace(spec, notes=(*spec.notes, *notes))
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
     plan = SweepPlan(spec, resolved, num_trials, schedule, searcher)
-    if spec.limits.progress_s is not None and not (plan.warm_gangs or plan.runs_program):
+    if spec.limits.progress_s is not None and plan.runs_ray_train:
         raise SpecError(
             [
                 Problem(
