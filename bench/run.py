@@ -7,6 +7,7 @@
     python bench/run.py search_quality  # ours against the peers' searchers (named only: about 17 minutes)
     python bench/run.py search_quality_leaders  # our BOHB and DEHB at 100 seeds (named only: about 18 minutes)
     python bench/run.py bohb_reference  # our BOHB and hpbandster's, 20 seeds paired (named only)
+    python bench/run.py warm_start_quality  # warm-started sweeps against cold ones, 20 seeds paired (named only)
     python bench/run.py pbt_utilisation  # a PBT population of 16 trials x 20 epochs (named only: about 22 minutes)
     python bench/run.py --list
 
@@ -50,12 +51,13 @@ BENCHMARKS = {
     "search_quality": "bench.search.search_quality",
     "search_quality_leaders": "bench.search.search_quality_leaders",
     "bohb_reference": "bench.search.bohb_reference",
+    "warm_start_quality": "bench.search.warm_start_quality",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
 #: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
 NAMED_ONLY = ("search_quality", "search_quality_leaders", "bohb_reference", "trial_overhead", "train_overhead",
-              "pbt_utilisation")
+              "pbt_utilisation", "warm_start_quality")
 
 
 def run_one(name: str, quick: bool) -> dict:

@@ -11,8 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -172,3 +174,25 @@ def test_a_sweep_on_s3_killed_with_sigkill_resumes_from_the_bucket_to_completion
     assert cli.main(["report", f"s3://{experiment}", "--output", str(report)]) == cli.EXIT_OK
     assert report.stat().st_size > 100_000 and "val_score" in report.read_text()
     expect_exit(agents, timeout=60)  # checked at the session's end: they take 60 s after the kill
+
+
+def test_a_warm_start_reads_the_earlier_sweep_from_the_bucket(s3_environment, tmp_path, monkeypatch):
+    """``warm_start: s3://...``: the earlier experiment is read from the bucket (its local copy removed
+    afterwards); a URI where no experiment is is refused in one line."""
+    from pyarrow import fs as pafs
+
+    from earlier_sweeps import earlier_sweep, new_spec, random_configs
+    from tune_service.errors import SpecError
+    from tune_service.search.warm_start import read_warm_start
+
+    for name, value in s3_environment.items():
+        monkeypatch.setenv(name, value)
+    local = earlier_sweep(tmp_path / "earlier", random_configs(6))
+    pafs.copy_files(str(local), f"{BUCKET}/warm/earlier", destination_filesystem=_s3(s3_environment))
+    mirrors = set(Path(tempfile.gettempdir()).glob("tune-service-mirror-*"))
+    warm = read_warm_start(new_spec("bayes", f"s3://{BUCKET}/warm/earlier"))
+    assert [t.trial_id for t in warm.trials] == [f"{i:08x}" for i in range(6)]
+    assert warm.source == f"s3://{BUCKET}/warm/earlier"
+    with pytest.raises(SpecError, match=f"^warm_start: nothing at 's3://{BUCKET}/warm/nothing'$"):
+        read_warm_start(new_spec("bayes", f"s3://{BUCKET}/warm/nothing"))
+    assert set(Path(tempfile.gettempdir()).glob("tune-service-mirror-*")) == mirrors  # the downloads were removed

@@ -363,7 +363,7 @@ def _execute(
     from tune_service.search import replay
     from tune_service.experiment.callbacks import FinalStatuses
 
-    plan = plan_sweep(spec, task)  # every refusal that needs no cluster comes before Ray starts
+    plan = plan_sweep(spec, task, resumed=restore)  # every refusal that needs no cluster comes before Ray starts
     ending = {"limits.sweep_s": spec.limits.sweep_s, "failure.max_failed_trials": spec.failure.max_failed_trials}
     for what in (what for what, given in ending.items() if given is not None):
         check_main_thread(what)  # they end the sweep as Ctrl+C does

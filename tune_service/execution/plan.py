@@ -19,6 +19,7 @@ from tune_service.execution.resources import ClusterResources, local_machine, ma
 from tune_service.search import registry
 from tune_service.search.population import check_population, describe_population
 from tune_service.search.schedule import Schedule, expected_schedule
+from tune_service.search.warm_start import WarmStart, read_warm_start
 from tune_service.spec import SweepSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import resolve_mode
@@ -42,6 +43,8 @@ class SweepPlan:
     #: What ``gpus_per_worker: auto`` chose (:meth:`packed`, or :meth:`on` on a cluster without a GPU);
     #: None before, or where the spec gives a number.
     packing: Packing | None = None
+    #: The earlier trials told to the searcher first (``warm_start``); None without one, or when resumed.
+    warm: WarmStart | None = None
 
     def on(self, cluster: ClusterResources) -> "SweepPlan":
         """This plan on ``cluster``: how many trials run at once.
@@ -167,6 +170,8 @@ class SweepPlan:
                 f"  {i}: " + " ".join(f"{k}={v!r}" for k, v in point.items())
                 for i, point in enumerate(s.points_to_evaluate)
             ]
+        if self.warm is not None:
+            lines.append(self.warm.describe())
         sched = s.scheduler
         budget = (
             "no max_t: each program runs until it ends"
@@ -234,8 +239,8 @@ class SweepPlan:
         return "\n".join(lines)
 
     def headline(self) -> list[str]:
-        """The plan in two lines (three with ``gpus_per_worker: auto``), for the head of a run's output
-        (``describe`` has it all)."""
+        """The plan in two lines (and one each for ``gpus_per_worker: auto`` and a warm start), for the head
+        of a run's output (``describe`` has it all)."""
         s, r = self.spec, self.spec.resources
         method = _method_named(s.method)
         open_ended = s.scheduler.open_ended
@@ -272,6 +277,7 @@ class SweepPlan:
                 else "; a fresh Ray Train run per trial"
             ),
             *([self.packing.describe()] if self.packing is not None else []),  # gpus_per_worker: auto
+            *([self.warm.describe()] if self.warm is not None else []),
         ]
 
     def _describe_task(self) -> list[str]:
@@ -352,18 +358,24 @@ def _describe_training(t: TrainingSettings) -> str:
     return ", ".join([f"precision {t.precision}", *changed])
 
 
-def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = None) -> SweepPlan:
+def plan_sweep(
+    spec: SweepSpec, task: str | Task | Callable[..., Any] | None = None, resumed: bool = False
+) -> SweepPlan:
     """Everything about ``spec`` that does not depend on a cluster; never starts Ray.
 
     Args:
         task: the task object itself (Python API), used instead of resolving ``spec.task``.
+        resumed: the plan of a resumed sweep, whose searcher state is restored, the earlier trials of a
+            warm start among it: the earlier experiment is not read again (it may be gone).
 
     Raises:
-        SpecError: the searcher cannot express a parameter, or the spec asks of its task a metric it never
-            reports or a parameter it does not take (:mod:`tune_service.tasks.spec_check`).
+        SpecError: the searcher cannot express a parameter, the spec asks of its task a metric it never
+            reports or a parameter it does not take (:mod:`tune_service.tasks.spec_check`), or its warm
+            start cannot be told (:mod:`tune_service.search.warm_start`).
         TaskError: the task cannot be imported or used.
     """
-    searcher, num_trials = registry.build_searcher(spec)
+    warm = None if resumed else read_warm_start(spec)
+    searcher, num_trials = registry.build_searcher(spec, warm)
     if spec.runs_program and task is None:
         resolved = ResolvedTask(f"program {spec.program or ' '.join(spec.command or ())}")
     else:
@@ -372,7 +384,7 @@ def plan_sweep(spec: SweepSpec, task: str | Task | Callable[..., Any] | None = N
         notes = check_spec_against_task(spec, resolved.task, resolved.reference)
         spec = replace(spec, notes=(*spec.notes, *notes))
     schedule = expected_schedule(spec.scheduler, num_trials, bohb=spec.searcher == "bohb")
-    plan = SweepPlan(spec, resolved, num_trials, schedule, searcher)
+    plan = SweepPlan(spec, resolved, num_trials, schedule, searcher, warm=warm)
     if spec.limits.progress_s is not None and plan.runs_ray_train:
         raise SpecError(
             [

@@ -136,9 +136,11 @@ class BOHBSearch(Searcher):
         self.random_fraction = random_fraction
         self.bandwidth_factor = bandwidth_factor
         self.min_bandwidth = min_bandwidth
-        self.points = [dict(point) for point in points]
         self.state: dict[str, Any] = {
             "rng": np.random.default_rng(seed),
+            # Saved with the state: a resumed sweep's searcher is built without a warm start's earlier
+            # trials (they were told at the start), and its count of points given counts them.
+            "points": [dict(point) for point in points],
             "points_given": 0,
             "live": {},  # trial id -> its config (flat) and the budgets it has been recorded at
             "observations": {},  # budget -> [(coordinates, loss)]
@@ -149,8 +151,8 @@ class BOHBSearch(Searcher):
 
     def suggest(self, trial_id: str) -> dict[str, Any]:
         state = self.state
-        if state["points_given"] < len(self.points):
-            config = dict(self.points[state["points_given"]])
+        if state["points_given"] < len(state["points"]):
+            config = dict(state["points"][state["points_given"]])
             state["points_given"] += 1
         else:
             config = self._model_pick() or sample_flat(self.params, state["rng"])
@@ -183,8 +185,10 @@ class BOHBSearch(Searcher):
             pickle.dump(self.state, f)
 
     def restore(self, checkpoint_path: str) -> None:
+        points = self.state["points"]
         with open(checkpoint_path, "rb") as f:
             self.state = pickle.load(f)
+        self.state.setdefault("points", points)  # saved before the points were part of the state
 
     # -- the model ---------------------------------------------------------------------------------
 

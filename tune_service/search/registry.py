@@ -10,13 +10,16 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from tune_service.errors import Problem, SpecError
-from tune_service.search import spaces
+from tune_service.search import spaces, warm_start
+from tune_service.search.warm_start import WarmStart
 from tune_service.spec import SweepSpec
 
 
-def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
+def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any, int]:
     """The searcher Tune should use, and the number of trials to run (a grid: its points, cut at
-    ``run_cap`` when one is given). Build it once per sweep: a grid is counted here.
+    ``run_cap`` when one is given). Build it once per sweep: a grid is counted here. ``warm``: the
+    earlier trials to tell it first (:mod:`~tune_service.search.warm_start`), as a new sweep's searcher
+    hears them; a resumed sweep's searcher has them in its restored state.
 
     Every searcher gets its space built natively (:mod:`tune_service.search.spaces`) and is wrapped in
     the stack of :func:`~tune_service.search.wrappers.trial_configs`, so every trial receives the same
@@ -31,7 +34,8 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
         builder = _SEARCHERS[spec.searcher]
     except KeyError:  # pragma: no cover - spec validation admits only known methods
         raise ValueError(f"unknown method {spec.method!r}; valid: {', '.join(sorted(_SEARCHERS))}") from None
-    inner = builder(spec)
+    told = [dict(trial.config) for trial in warm.trials] if warm else []
+    inner = builder(spec, spaces.native_points(spec.searcher, spec.parameters, [*told, *spec.points_to_evaluate]))
     decoder = spaces.Decoder(spec.parameters)
     # The TPEs need telling a trial the scheduler stopped from one that ran its budget (BOHB models the
     # budgets itself), and only under a scheduler that stops trials (under FIFO a short trial ended by
@@ -41,6 +45,8 @@ def build_searcher(spec: SweepSpec) -> tuple[Any, int]:
     searcher = trial_configs(
         inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget, stopped or "as_worst_completed"
     )
+    if warm:
+        warm_start.tell(searcher, warm)
     # A grid's size is its points, counted once by the searcher (cut at run_cap), never enumerated whole.
     num_trials = inner.size if spec.searcher == "grid" else spec.run_cap or 1
     return searcher, num_trials
@@ -85,20 +91,20 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     return WaitingHyperBand(**hyperband_args)
 
 
-def _random(spec: SweepSpec):
+def _random(spec: SweepSpec, points: list[dict[str, Any]]):
     from tune_service.search.searchers import RandomSearch
 
     spaces.check_random(spec.parameters)
-    return RandomSearch(spec.parameters, seed=spec.seed, points=_known_points(spec))
+    return RandomSearch(spec.parameters, seed=spec.seed, points=points)
 
 
-def _grid(spec: SweepSpec):
+def _grid(spec: SweepSpec, points: list[dict[str, Any]]):
     from tune_service.search.searchers import GridSearch
 
-    return GridSearch(spec.parameters, limit=spec.run_cap, points=_known_points(spec))
+    return GridSearch(spec.parameters, limit=spec.run_cap, points=points)
 
 
-def _hyperopt(spec: SweepSpec):
+def _hyperopt(spec: SweepSpec, points: list[dict[str, Any]]):
     from ray.tune.search.hyperopt import HyperOptSearch
 
     space = spaces.hyperopt_space(spec.parameters)
@@ -109,14 +115,8 @@ def _hyperopt(spec: SweepSpec):
         mode=spec.metric.mode,
         random_state_seed=spec.seed,
         n_initial_points=_initial_points(spec),
-        points_to_evaluate=_known_points(spec) or None,
+        points_to_evaluate=points or None,
     )
-
-
-def _known_points(spec: SweepSpec) -> list[dict[str, Any]]:
-    """The spec's ``points_to_evaluate`` in the searcher's own terms: it suggests them first, and learns
-    from them as from its own suggestions."""
-    return spaces.native_points(spec.searcher, spec.parameters, spec.points_to_evaluate)
 
 
 def _initial_points(spec: SweepSpec) -> int:
@@ -124,7 +124,7 @@ def _initial_points(spec: SweepSpec) -> int:
     return max(2, min(20, (spec.run_cap or 10) // 3))
 
 
-def _bohb(spec: SweepSpec):
+def _bohb(spec: SweepSpec, points: list[dict[str, Any]]):
     from tune_service.search.bohb import BOHBSearch
 
     spaces.check_random(spec.parameters)  # BOHB's random configs are random search's
@@ -134,11 +134,11 @@ def _bohb(spec: SweepSpec):
         spec.metric.mode,
         seed=spec.seed,
         time_attr=spec.scheduler.time_attr,
-        points=_known_points(spec),
+        points=points,
     )
 
 
-def _optuna(spec: SweepSpec):
+def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
     try:  # the `optuna` extra
         import optuna
     except ImportError:
@@ -161,11 +161,13 @@ def _optuna(spec: SweepSpec):
         metric=spec.metric.name,
         mode=spec.metric.mode,
         sampler=sampler,
-        points_to_evaluate=_known_points(spec) or None,
+        points_to_evaluate=points or None,
     )
 
 
-_SEARCHERS: dict[str, Callable[[SweepSpec], Any]] = {
+#: Each builder takes the spec and the points to suggest first, in the searcher's own terms (the warm
+#: start's earlier trials, then ``points_to_evaluate``): it learns from them as from its own suggestions.
+_SEARCHERS: dict[str, Callable[[SweepSpec, list[dict[str, Any]]], Any]] = {
     "random": _random,
     "grid": _grid,
     "hyperopt": _hyperopt,

@@ -42,7 +42,7 @@ def read_known_points(
                 f"must be a config (a mapping of parameter names to values) such as {_EXAMPLE[1:-1]}, got {point!r}",
             )
             continue
-        read = _read_point(check, path, _flat(point, by_name), parameters)
+        read = read_point(check, path, flat_point(point, by_name), parameters)
         if read is not None:
             points.append(read)
     if run_cap is not None and len(raw) > run_cap:
@@ -52,19 +52,19 @@ def read_known_points(
     return tuple(points)
 
 
-def _flat(point: Mapping[str, Any], by_name: Mapping[str, ParameterSpec], prefix: str = "") -> dict[str, Any]:
+def flat_point(point: Mapping[str, Any], by_name: Mapping[str, ParameterSpec], prefix: str = "") -> dict[str, Any]:
     """A point's dotted names: a nested mapping under a name that is not a parameter is a group."""
     flat: dict[str, Any] = {}
     for key, value in point.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and name not in by_name:
-            flat.update(_flat(value, by_name, f"{name}."))
+            flat.update(flat_point(value, by_name, f"{name}."))
         else:
             flat[name] = value
     return flat
 
 
-def _read_point(
+def read_point(
     check: Checker, path: str, given: dict[str, Any], parameters: Sequence[ParameterSpec]
 ) -> dict[str, Any] | None:
     names = [p.name for p in parameters]

@@ -83,6 +83,7 @@ TYPES: dict[str, dict] = {
     "method": _choice(METHODS),
     "run_cap": _nullable(_integer(1)),
     "points_to_evaluate": {"type": "array", "minItems": 1, "items": {"type": "object", "minProperties": 1}},
+    "warm_start": {"type": "string", "pattern": r"\S"},
     "task": {"type": "string", "pattern": r"\S"},
     "seed": _integer(0),
     "project": _NAME,
@@ -187,6 +188,9 @@ DESCRIPTIONS: dict[str, str] = {
     "points_to_evaluate": "Configs to try first, each a mapping of every searched parameter (active under it) to "
     "a value it can take; they run as the sweep's first trials, count toward run_cap, and the searcher learns "
     "from them as from its own.",
+    "warm_start": "An earlier sweep's experiment (its directory, or its s3:// URI): its finished trials are told "
+    "to the searcher (bayes, optuna or bohb) before the first trial, as if it had run them; each earlier "
+    "trial whose values lie in this sweep's space and that reported the metric, the others left out.",
     "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "
     "group or a dotted name nests them in each trial's config.",
     "early_terminate": "W&B's early stopping (`type: hyperband`), read as the scheduler it maps to "
@@ -336,8 +340,8 @@ DESCRIPTIONS: dict[str, str] = {
     "a trial of its own (1: each trial alone).",
 }
 
-#: Keys whose default is no value to write: the name (the spec file's), and no known points.
-_NO_DEFAULT = ("name", "points_to_evaluate")
+#: Keys whose default is no value to write: the name (the spec file's), no known points, no warm start.
+_NO_DEFAULT = ("name", "points_to_evaluate", "warm_start")
 #: Keys whose default another field of the typed spec holds: that field's dotted path, and its value as
 #: written in a spec.
 _DEFAULT_FROM: dict[str, tuple[str, Callable[[Any], Any]]] = {

@@ -225,6 +225,9 @@ class SweepSpec:
     #: Configs to run first (``points_to_evaluate``), each flat, its values typed
     #: (:mod:`~tune_service.spec.known_points`).
     points_to_evaluate: tuple[Mapping[str, Any], ...] = ()
+    #: An earlier sweep's experiment (a directory or a URI) whose trials the searcher is told first
+    #: (:mod:`~tune_service.search.warm_start`); None: the searcher starts cold.
+    warm_start: str | None = None
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -75,6 +75,7 @@ TOP_LEVEL_KEYS = (
     "execution",
     "limits",
     KNOWN_POINTS_KEY,
+    "warm_start",
     *WANDB_AGENT_KEYS,
     *WANDB_NOTED_KEYS,
 )
@@ -171,6 +172,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
     points_to_evaluate = read_known_points(check, raw.get(KNOWN_POINTS_KEY), parameters, run_cap)
+    warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
@@ -190,6 +192,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         run_cap=run_cap,
         parameters=parameters,
         points_to_evaluate=points_to_evaluate,
+        warm_start=warm_start,
         task=task,
         scheduler=scheduler,
         resources=resources,
@@ -334,6 +337,31 @@ def _task(check: Checker, raw: Any) -> str:
         check.fail("task", f"must be a built-in task name or 'package.module:attr', got {raw!r}")
         return ""
     return raw.strip()
+
+
+#: The methods whose searcher learns from earlier trials (a model): the ones ``warm_start`` can tell.
+WARM_START_METHODS = ("bayes", "hyperopt", "optuna", "bohb")
+
+
+def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool) -> str | None:
+    """``warm_start``: an earlier sweep's experiment (a directory, or a URI on remote storage), whose
+    trials the searcher is told before the first trial; read when the sweep is planned
+    (:mod:`tune_service.search.warm_start`)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        check.fail("warm_start", f"must be the directory (or s3:// URI) of an earlier sweep's experiment, got {raw!r}")
+        return None
+    if method not in WARM_START_METHODS:
+        check.fail(
+            "warm_start",
+            f"method {method} learns nothing from earlier trials: use method bayes, optuna or bohb, got {raw!r}",
+        )
+    elif not has_metric:
+        check.fail(
+            "warm_start", f"needs the sweep's metric: the searcher learns the earlier trials' values of it, got {raw!r}"
+        )
+    return raw
 
 
 def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
