@@ -34,8 +34,12 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
         builder = _SEARCHERS[spec.searcher]
     except KeyError:  # pragma: no cover - spec validation admits only known methods
         raise ValueError(f"unknown method {spec.method!r}; valid: {', '.join(sorted(_SEARCHERS))}") from None
-    told = [dict(trial.config) for trial in warm.trials] if warm else []
-    inner = builder(spec, spaces.native_points(spec.searcher, spec.parameters, [*told, *spec.points_to_evaluate]))
+    told = (
+        spaces.native_points(spec.searcher, spec.parameters, [t.config for t in warm.trials], "warm_start")
+        if warm
+        else []
+    )
+    inner = builder(spec, [*told, *spaces.native_points(spec.searcher, spec.parameters, spec.points_to_evaluate)])
     decoder = spaces.Decoder(spec.parameters)
     # The TPEs need telling a trial the scheduler stopped from one that ran its budget (BOHB models the
     # budgets itself), and only under a scheduler that stops trials (under FIFO a short trial ended by

@@ -357,7 +357,9 @@ def _optuna_value(trial, p: ParameterSpec) -> Any:
 # -- known points -----------------------------------------------------------------------------------
 
 
-def native_points(searcher: str, params: Sequence[ParameterSpec], points: Sequence[Mapping[str, Any]]) -> list[dict]:
+def native_points(
+    searcher: str, params: Sequence[ParameterSpec], points: Sequence[Mapping[str, Any]], key: str = "points_to_evaluate"
+) -> list[dict]:
     """The spec's known points (flat, typed: ``SweepSpec.points_to_evaluate``) as ``searcher`` suggests
     its own configs from the space built here, which :class:`Decoder` turns back into the points: the
     index of a value where Optuna's space asks for one (an equally likely quantized range), the value
@@ -369,10 +371,11 @@ def native_points(searcher: str, params: Sequence[ParameterSpec], points: Sequen
 
     Raises:
         SpecError: hyperopt cannot take known points in a space with conditions on searched parameters,
-            or for a choice among values that are not scalars.
+            or for a choice among values that are not scalars; named by ``key``, the spec's key the
+            points come from (``warm_start``: an earlier sweep's trials).
     """
     if searcher == "hyperopt":
-        return [_hyperopt_point(params, point) for point in points]
+        return [_hyperopt_point(params, point, key) for point in points]
     # Optuna asks an equally likely quantized range for an index (OptunaSpace)
     indexed = {p.name for p in params if p.distribution == "q_uniform"} if searcher == "optuna" else set()
     return [
@@ -389,17 +392,17 @@ def _named(params: Sequence[ParameterSpec], name: str) -> ParameterSpec:
     return next(p for p in params if p.name == name)
 
 
-def _hyperopt_point(params: Sequence[ParameterSpec], point: Mapping[str, Any]) -> dict[str, Any]:
+def _hyperopt_point(params: Sequence[ParameterSpec], point: Mapping[str, Any], key: str) -> dict[str, Any]:
     top, children = _hyperopt_levels([p for p in params if p.is_searched])
     if children:  # hyperopt's TPE reads every label of a known point, and a branch not taken has none
         conditional = ", ".join(f"{k.name} when {parent}" for parent, kids in children.items() for k in kids)
         raise SpecError(
             [
                 Problem(
-                    "points_to_evaluate",
+                    key,
                     f"bayes (hyperopt) cannot start from known points in a space "
-                    f"with conditions on searched parameters ({conditional}); use method optuna or "
-                    f"random, or drop points_to_evaluate",
+                    f"with conditions on searched parameters ({conditional}); use method optuna"
+                    f"{' or random' if key == 'points_to_evaluate' else ''}, or drop {key}",
                 )
             ]
         )

@@ -102,3 +102,17 @@ def test_a_warm_started_searcher_restored_without_the_earlier_trials_goes_on_as_
         searcher.set_search_properties(METRIC, "min", {})
     first, after = [restored.suggest(f"t{i}") for i in range(3)], [original.suggest(f"t{i}") for i in range(3)]
     assert first[0] == point and first == after
+
+
+def test_bayes_refuses_a_warm_start_in_a_space_with_conditions_naming_the_warm_start(tmp_path):
+    configs = [{**c, "opt": opt, **({"momentum": 0.5} if opt == "sgd" else {})}
+               for c, opt in zip(random_configs(4), ["sgd", "adam"] * 2)]
+    earlier = earlier_sweep(tmp_path / "earlier", configs)
+    parameters = {"lr": LR, "hidden": {"values": [16, 32, 64]}, "opt": {"values": ["sgd", "adam"]},
+                  "momentum": {"min": 0.0, "max": 0.9, "when": {"opt": ["sgd"]}}}
+    spec = new_spec("bayes", earlier, parameters=parameters)
+    with pytest.raises(SpecError, match=r"^warm_start: bayes \(hyperopt\) cannot start from known points in a space "
+                                        r"with conditions on searched parameters \(momentum when opt\); use "
+                                        r"method optuna, or drop warm_start$"):
+        registry.build_searcher(spec, read_warm_start(spec))
+    assert len(suggestions(new_spec("optuna", earlier, parameters=parameters), 1, read_warm_start(spec))) == 1
