@@ -76,7 +76,7 @@ class TuneContender:
     pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets)."""
 
     def __init__(self, problem: Problem, method: str, scheduler: str, seed: int, max_t: int, budget_trials: int,
-                 workers: int, hpbandster: bool = False, warm_start: str | None = None):
+                 workers: int, hpbandster: bool = False, warm_start: str | None = None, run_cap: int | None = None):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.search.known_optimum import sweep_spec
@@ -86,8 +86,9 @@ class TuneContender:
 
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
                           problem.bounds, scheduler)
-        if warm_start is not None:  # the spec's warm_start, read as a sweep's plan reads it
-            spec = load_spec({**spec.source, "warm_start": warm_start})
+        if warm_start is not None or run_cap is not None:  # a warm start, read as a sweep's plan reads it
+            overrides = {"warm_start": warm_start} if warm_start is not None else {}
+            spec = load_spec({**spec.source, **overrides, **({"run_cap": run_cap} if run_cap else {})})
         self.searcher, self.trials_left = registry.build_searcher(spec, read_warm_start(spec))
         if hpbandster:  # the same sweep, on hpbandster's model
             from bench.search.hpbandster_bohb import hpbandster_bohb

@@ -2,7 +2,9 @@
 problem, against the same sweep started cold, in the search-quality simulation
 (:mod:`bench.search.search_simulation`).
 
-The earlier sweep is random search + FIFO, ``earlier_trials`` trials of ``max_t`` epochs on another seed,
+The earlier sweep has ``earlier_trials`` trials on another seed, of two kinds: random search + FIFO
+(every trial run to ``max_t``), and TPE + ASHA (the quickstart's kind, most of its trials stopped early,
+so it spends less compute on them). It is
 written as an experiment directory in the files Tune writes (``sweep.json``, and per trial ``params.json``
 and ``result.json``) and read back by the warm start as a user's would be. The new sweep is each of our
 model-based searchers with its early stopping, the budget of the search-quality benchmark. Its regret area
@@ -30,6 +32,9 @@ SIZES = {False: {"seeds": list(range(20)), "problems": ["branin", "hartmann6"], 
 #: Ours with a model: name -> (method, scheduler).
 CONTENDERS = {"TPE + ASHA": ("hyperopt", "asha"), "Optuna TPE + ASHA": ("optuna", "asha"),
               "BOHB + HyperBand": ("bohb", "hyperband")}
+#: The earlier sweeps: name -> (method, scheduler), each of ``earlier_trials`` trials (the early-stopped
+#: kind spends less compute on them).
+EARLIER = {"random + FIFO": ("random", "fifo"), "TPE + ASHA": ("hyperopt", "asha")}
 #: The earlier sweep's seeds are these plus the new sweep's: never the same draws.
 EARLIER_SEED_OFFSET = 1000
 
@@ -55,16 +60,19 @@ class _Recording:
         self.inner.end(trial_id, epoch, value, completed)
 
 
-def earlier_sweep(problem, seed: int, size: dict[str, Any], directory: Path) -> Path:
-    """Run the earlier sweep and write it as an experiment directory; the directory."""
+def earlier_sweep(problem, kind: str, seed: int, size: dict[str, Any], directory: Path) -> Path:
+    """Run the earlier sweep of ``kind`` (a key of :data:`EARLIER`) and write it as an experiment
+    directory; the directory."""
     from bench.search.contenders import TuneContender
     from bench.search.search_simulation import simulate
     from tune_service.experiment.layout import write_sweep_file
 
     trials, max_t = size["earlier_trials"], size["max_t"]
-    recording = _Recording(TuneContender(problem, "random", "fifo", seed, max_t, trials, size["workers"]))
+    method, scheduler = EARLIER[kind]
+    recording = _Recording(TuneContender(problem, method, scheduler, seed, max_t, trials, size["workers"],
+                                         run_cap=trials))
     simulate(problem, recording, workers=size["workers"], budget=trials * max_t, max_t=max_t)
-    write_sweep_file(directory, {"name": "earlier", "method": "random", "metric": {"name": "value", "goal": "minimize"},
+    write_sweep_file(directory, {"name": "earlier", "method": method, "metric": {"name": "value", "goal": "minimize"},
                                  "parameters": {k: {"min": lo, "max": hi} for k, (lo, hi) in problem.bounds.items()}},
                      None)
     for index, (config, values) in enumerate(recording.trials.values()):
@@ -88,29 +96,31 @@ def run(quick: bool) -> dict[str, Any]:
     figures = []
     for name in size["problems"]:
         problem = problem_named(name, size["max_t"])
-        for label, (method, scheduler) in CONTENDERS.items():
-            key = f"{name}, {label}"
-            runs[key] = {"cold": [], "warm": []}
-            for seed in size["seeds"]:
-                with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as scratch:
-                    earlier = earlier_sweep(problem, seed + EARLIER_SEED_OFFSET, size, Path(scratch) / "earlier")
-                    for start, warm in (("cold", None), ("warm", str(earlier))):
-                        began = time.perf_counter()
-                        contender = TuneContender(problem, method, scheduler, seed, size["max_t"],
-                                                  size["budget_trials"], size["workers"], warm_start=warm)
-                        curve = simulate(problem, contender, workers=size["workers"], budget=budget,
-                                         max_t=size["max_t"])
-                        runs[key][start].append({"area": curve.area(budget), "final": curve.at(budget),
-                                                 "wall_s": round(time.perf_counter() - began, 3)})
-            cold = statistics.median(r["area"] for r in runs[key]["cold"])
-            warm = statistics.median(r["area"] for r in runs[key]["warm"])
-            ratios = [w["area"] / c["area"] for c, w in zip(runs[key]["cold"], runs[key]["warm"]) if c["area"] > 0]
-            note = (f"median over {len(size['seeds'])} seeds, budget {budget} trial-epochs; told "
-                    f"{size['earlier_trials']} random trials; warm/cold paired by seed: median "
-                    f"{statistics.median(ratios):.3g}, warm better in {sum(r < 1 for r in ratios)} of {len(ratios)}")
-            figures.append(figure(f"{key}: regret area, warm / cold", "cold start", cold, warm / cold, "<= 0.5",
-                                  note=note))
-            print(f"    {key}: cold {cold:.3g}, warm {warm:.3g} ({warm / cold:.2f})", flush=True)
+        for earlier_kind in EARLIER:
+            for label, (method, scheduler) in CONTENDERS.items():
+                key = f"{name}, told {earlier_kind}, {label}"
+                runs[key] = {"cold": [], "warm": []}
+                for seed in size["seeds"]:
+                    with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as scratch:
+                        earlier = earlier_sweep(problem, earlier_kind, seed + EARLIER_SEED_OFFSET, size,
+                                                Path(scratch) / "earlier")
+                        for start, warm in (("cold", None), ("warm", str(earlier))):
+                            began = time.perf_counter()
+                            contender = TuneContender(problem, method, scheduler, seed, size["max_t"],
+                                                      size["budget_trials"], size["workers"], warm_start=warm)
+                            curve = simulate(problem, contender, workers=size["workers"], budget=budget,
+                                             max_t=size["max_t"])
+                            runs[key][start].append({"area": curve.area(budget), "final": curve.at(budget),
+                                                     "wall_s": round(time.perf_counter() - began, 3)})
+                cold = statistics.median(r["area"] for r in runs[key]["cold"])
+                warm_area = statistics.median(r["area"] for r in runs[key]["warm"])
+                ratios = [w["area"] / c["area"] for c, w in zip(runs[key]["cold"], runs[key]["warm"]) if c["area"] > 0]
+                note = (f"median over {len(size['seeds'])} seeds, budget {budget} trial-epochs; warm/cold paired by "
+                        f"seed: median {statistics.median(ratios):.3g}, warm better in "
+                        f"{sum(r < 1 for r in ratios)} of {len(ratios)}")
+                figures.append(figure(f"{key}: regret area, warm / cold", "cold start", cold, warm_area / cold,
+                                      "<= 0.5", note=note))
+                print(f"    {key}: cold {cold:.3g}, warm {warm_area:.3g} ({warm_area / cold:.2f})", flush=True)
     return {"figures": figures, "sizes": size, "runs": runs}
 
 
