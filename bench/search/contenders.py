@@ -86,9 +86,9 @@ class TuneContender:
 
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
                           problem.bounds, scheduler)
-        if warm_start is not None or run_cap is not None:  # a warm start, read as a sweep's plan reads it
-            overrides = {"warm_start": warm_start} if warm_start is not None else {}
-            spec = load_spec({**spec.source, **overrides, **({"run_cap": run_cap} if run_cap else {})})
+        overrides = {k: v for k, v in {"warm_start": warm_start, "run_cap": run_cap}.items() if v is not None}
+        if overrides:  # a warm start is read below as a sweep's plan reads it
+            spec = load_spec({**spec.source, **overrides})
         self.searcher, self.trials_left = registry.build_searcher(spec, read_warm_start(spec))
         if hpbandster:  # the same sweep, on hpbandster's model
             from bench.search.hpbandster_bohb import hpbandster_bohb

@@ -85,42 +85,51 @@ def earlier_sweep(problem, kind: str, seed: int, size: dict[str, Any], directory
     return directory
 
 
-def run(quick: bool) -> dict[str, Any]:
+def _run(problem, method: str, scheduler: str, seed: int, size: dict[str, Any], warm: str | None) -> dict:
+    """One new sweep, cold (``warm`` None) or warm-started from the experiment ``warm``: its row."""
     from bench.search.contenders import TuneContender
-    from bench.search.search_quality import problem_named
     from bench.search.search_simulation import simulate
+
+    budget = size["budget_trials"] * size["max_t"]
+    began = time.perf_counter()
+    contender = TuneContender(problem, method, scheduler, seed, size["max_t"], size["budget_trials"], size["workers"],
+                              warm_start=warm)
+    curve = simulate(problem, contender, workers=size["workers"], budget=budget, max_t=size["max_t"])
+    return {"area": curve.area(budget), "final": curve.at(budget), "wall_s": round(time.perf_counter() - began, 3)}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from bench.search.search_quality import problem_named
 
     size = SIZES[quick]
     budget = size["budget_trials"] * size["max_t"]
-    runs: dict[str, dict[str, list[dict[str, float]]]] = {}
-    figures = []
+    key = "{name}, told {kind}, {label}".format
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {
+        key(name=n, kind=k, label=c): {"cold": [], "warm": []} for n in size["problems"] for k in EARLIER
+        for c in CONTENDERS}
     for name in size["problems"]:
         problem = problem_named(name, size["max_t"])
-        for earlier_kind in EARLIER:
-            for label, (method, scheduler) in CONTENDERS.items():
-                key = f"{name}, told {earlier_kind}, {label}"
-                runs[key] = {"cold": [], "warm": []}
-                for seed in size["seeds"]:
-                    with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as scratch:
-                        earlier = earlier_sweep(problem, earlier_kind, seed + EARLIER_SEED_OFFSET, size,
-                                                Path(scratch) / "earlier")
-                        for start, warm in (("cold", None), ("warm", str(earlier))):
-                            began = time.perf_counter()
-                            contender = TuneContender(problem, method, scheduler, seed, size["max_t"],
-                                                      size["budget_trials"], size["workers"], warm_start=warm)
-                            curve = simulate(problem, contender, workers=size["workers"], budget=budget,
-                                             max_t=size["max_t"])
-                            runs[key][start].append({"area": curve.area(budget), "final": curve.at(budget),
-                                                     "wall_s": round(time.perf_counter() - began, 3)})
-                cold = statistics.median(r["area"] for r in runs[key]["cold"])
-                warm_area = statistics.median(r["area"] for r in runs[key]["warm"])
-                ratios = [w["area"] / c["area"] for c, w in zip(runs[key]["cold"], runs[key]["warm"]) if c["area"] > 0]
-                note = (f"median over {len(size['seeds'])} seeds, budget {budget} trial-epochs; warm/cold paired by "
-                        f"seed: median {statistics.median(ratios):.3g}, warm better in "
-                        f"{sum(r < 1 for r in ratios)} of {len(ratios)}")
-                figures.append(figure(f"{key}: regret area, warm / cold", "cold start", cold, warm_area / cold,
-                                      "<= 0.5", note=note))
-                print(f"    {key}: cold {cold:.3g}, warm {warm_area:.3g} ({warm_area / cold:.2f})", flush=True)
+        for seed in size["seeds"]:
+            # A seed's cold runs are the same whatever the earlier sweep: run once, paired with each kind's.
+            cold = {label: _run(problem, *searcher, seed, size, None) for label, searcher in CONTENDERS.items()}
+            for kind in EARLIER:
+                with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as scratch:
+                    earlier = earlier_sweep(problem, kind, seed + EARLIER_SEED_OFFSET, size, Path(scratch) / "earlier")
+                    for label, searcher in CONTENDERS.items():
+                        runs[key(name=name, kind=kind, label=label)]["cold"].append(cold[label])
+                        runs[key(name=name, kind=kind, label=label)]["warm"].append(
+                            _run(problem, *searcher, seed, size, str(earlier)))
+    figures = []
+    for run_key, paired in runs.items():
+        cold_area = statistics.median(r["area"] for r in paired["cold"])
+        warm_area = statistics.median(r["area"] for r in paired["warm"])
+        ratios = [w["area"] / c["area"] for c, w in zip(paired["cold"], paired["warm"]) if c["area"] > 0]
+        note = (f"median over {len(size['seeds'])} seeds, budget {budget} trial-epochs; warm/cold paired by "
+                f"seed: median {statistics.median(ratios):.3g}, warm better in "
+                f"{sum(r < 1 for r in ratios)} of {len(ratios)}")
+        figures.append(figure(f"{run_key}: regret area, warm / cold", "cold start", cold_area, warm_area / cold_area,
+                              "<= 0.5", note=note))
+        print(f"    {run_key}: cold {cold_area:.3g}, warm {warm_area:.3g} ({warm_area / cold_area:.2f})", flush=True)
     return {"figures": figures, "sizes": size, "runs": runs}
 
 
