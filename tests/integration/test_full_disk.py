@@ -49,8 +49,12 @@ def test_a_storage_that_fills_and_frees_loses_nothing_and_says_so_once_per_kind(
     # weakref callback. Every other traceback fails the test.
     ours = RAY_TEARDOWN.sub("", said)
     assert "Traceback" not in ours and "Logging error" not in ours, said
-    # The summary could not be saved when the first two trials ended: said once; saved again at the end.
-    assert said.count("could not save summary.json (No space left on device)") == 1, said
-    assert said.count("saved summary.json again") == 1, said
+    # The log of ended trials could not be written when the first two trials ended: said once; written
+    # again, the two lines that waited first, when the third ended.
+    assert said.count("could not save ended_trials.jsonl (No space left on device)") == 1, said
+    assert said.count("saved ended_trials.jsonl again") == 1, said
+    lines = (small_disk / "full" / "ended_trials.jsonl").read_text().splitlines()
+    ended = [json.loads(line)["config"]["disk"] for line in lines if line.endswith("}")]  # not one cut off
+    assert list(dict.fromkeys(ended)) == ["fill", "top-up", "free"]  # a line written again reads as one
     assert "could not save a checkpoint of trial" in said
     assert not os.path.exists(small_disk / "ballast")

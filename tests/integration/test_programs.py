@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import tune_service
+from tune_service.results import sweep_result
 from tune_service import cli
 from tune_service.tracking.naming import run_id
 from driver_process import command_line, signal_driver_when, still_running
@@ -99,15 +100,15 @@ def test_a_killed_driver_resumes_a_program_sweep_restarting_the_interrupted_prog
     experiment = tmp_path / "runs" / "resumed"
 
     def one_ended_and_another_reporting() -> bool:
-        summary = experiment / "summary.json"
+        ended = experiment / "ended_trials.jsonl"
         reporting = [f for f in experiment.glob("trial_*/result.json") if f.stat().st_size > 0]
-        return summary.is_file() and len(reporting) >= 2 and saved_trials(experiment) >= 2
+        return ended.is_file() and len(reporting) >= 2 and saved_trials(experiment) >= 2
 
     killed = signal_driver_when(spec, tmp_path / "runs", "resumed", signum=signal.SIGKILL, timeout=300,
                                 ready=one_ended_and_another_reporting)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
     assert not still_running([p for p in killed.descendants if "train.py" in command_line(p)], timeout=30)
-    before = {t["trial_id"]: t["status"] for t in json.loads((experiment / "summary.json").read_text())["trials"]}
+    before = {t.trial_id: t.status for t in sweep_result.load(experiment).trials}  # the summary and its log
 
     assert cli.main(["--resume", str(experiment)]) == 0  # from another directory than the spec's
     result = tune_service.load_results(experiment)

@@ -135,7 +135,7 @@ def test_a_sweep_on_s3_killed_with_sigkill_resumes_from_the_bucket_to_completion
     agents = [p for p in killed.descendants if command_line(p).startswith(RAY_AGENTS)]
     assert killed.descendants and not still_running([p for p in killed.descendants if p not in agents], timeout=60)
     keys = _keys(env, experiment)
-    assert f"{experiment}/sweep.json" in keys and f"{experiment}/summary.json" in keys  # as trials ended
+    assert f"{experiment}/sweep.json" in keys and f"{experiment}/summary.json" in keys  # as the sweep began
     assert not (tmp_path / "s3:").exists() and not os.path.exists("s3:")
     trained_before = {f.name: f.stat().st_size for f in records.iterdir()}
 

@@ -26,9 +26,9 @@ def test_sigterm_ends_the_sweep_within_a_launchers_grace_and_the_resume_finishes
     experiment = tmp_path / "runs" / "terminated"
 
     def one_ended_and_another_running() -> bool:  # (its wandb run open: it has reported)
-        summary = experiment / "summary.json"
+        ended = experiment / "ended_trials.jsonl"
         reporting = [f for f in experiment.glob("trial_*/result.json") if f.stat().st_size > 0]
-        return summary.is_file() and len(reporting) >= 2
+        return ended.is_file() and len(reporting) >= 2
 
     ended = signal_driver_when(spec, tmp_path / "runs", "terminated", signum=signal.SIGTERM, timeout=300,
                                ready=one_ended_and_another_running, group=group)

@@ -77,7 +77,7 @@ class LiveView:
     # -- what is shown -------------------------------------------------------------------------------
     def outcome_line(self, progress: SweepProgress, trial: TrialRecord) -> str:
         """``[ 3/10] 07d42480 completed  8/8 epochs  val_accuracy 0.9889  best  lr=0.02573 hidden=128``."""
-        done = len(progress.ended)
+        done = progress.ended_count
         width = len(str(progress.total))
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
@@ -98,11 +98,11 @@ class LiveView:
     def table(self, progress: SweepProgress):
         """The live region: running trials, the last few that ended, and the budget's progress bar."""
         table = Table(box=None, pad_edge=False, header_style="bold")
-        keys = sorted({k for t in progress.trials.values() for k in t.config})
+        shown = progress.running + list(progress.recently_ended)[-RECENT:]
+        keys = sorted({k for t in shown for k in t.config})
         metric = [progress.metric] if progress.metric is not None else []
         for column in ("trial", "status", progress.time_unit, "rung", *metric, *keys):
             table.add_column(column)
-        shown = progress.running + progress.ended[-RECENT:]
         for t in shown:
             trained = t.progress(progress.time_unit)
             table.add_row(
@@ -113,7 +113,7 @@ class LiveView:
                 *(format_value(t.metrics.get(m)) for m in metric),
                 *(format_value(t.config.get(k)) for k in keys),
             )
-        done = len(progress.ended)
+        done = progress.ended_count
         best = progress.best
         elapsed = time.monotonic() - progress.started_at
         status = f" {done}/{progress.total} trials ended, {len(progress.running)} running, {elapsed:.0f} s" + (

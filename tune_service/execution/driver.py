@@ -409,6 +409,11 @@ def _execute(
             previous=previous,
             time_unit=spec.scheduler.time_unit,
         )
+        progress.start()
+        if remote is not None:
+            saving.FailingSaves(f"{layout.SUMMARY_FILE} to {remote.uri}").attempt(
+                lambda: remote.upload(layout.SUMMARY_FILE)
+            )
         limit = spec.failure.failed_trials_limit(plan.num_trials)
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
         timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
@@ -478,7 +483,7 @@ def _execute(
             unfinished=cut,
             time_unit=spec.scheduler.time_unit,
         )
-        outcome = with_lineage(outcome, progress.trials)  # PBT's exploits, which only the progress saw
+        outcome = with_lineage(outcome, progress.exploited)  # PBT's exploits, which only the progress saw
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if termination.signal_name is not None:
             outcome = replace(outcome, extra={**outcome.extra, results.SIGNAL_KEY: termination.signal_name})

@@ -51,20 +51,20 @@ class FailureBudget(DriverCallback):
         super().__init__(f"{experiment}/failure_budget")
         self.limit, self.progress = limit, progress
         self.failed_ids: list[str] = []
+        #: The trials that failed in this run of the driver (their records, from ``progress``).
+        self.failed: list[TrialRecord] = []
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.failed_ids.append(trial.trial_id)
+        ended = self.progress.last_ended
+        if ended is not None and ended.trial_id == trial.trial_id:
+            self.failed.append(ended)
         if len(self.failed_ids) == self.limit:
             end_sweep()
 
     @property
     def exhausted(self) -> bool:
         return len(self.failed_ids) >= self.limit
-
-    @property
-    def failed(self) -> list[TrialRecord]:
-        """The trials that failed in this run of the driver (their records, from ``progress``)."""
-        return [self.progress.trials[i] for i in self.failed_ids if i in self.progress.trials]
 
     def reason(self) -> str:
         """Why the sweep ended: the count and the errors, the most common first, each once."""

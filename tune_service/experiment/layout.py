@@ -3,6 +3,7 @@
     EXPERIMENT_DIR/
       sweep.json          the spec as loaded, for resume (SWEEP_FILE)
       summary.json        every trial and the best (SUMMARY_FILE), best_config.yaml beside it
+      ended_trials.jsonl  while the sweep runs: each trial as it ended, one line each (ENDED_TRIALS_FILE)
       report.html         the sweep's report, one self-contained page (REPORT_FILE; results.report)
       trial_<id>/         one per trial (TRIAL_DIR_PREFIX): Tune's result.json (TRIAL_RESULTS_FILE),
                           params.json (TRIAL_PARAMS_FILE), error.txt if it failed (TRIAL_ERROR_FILE),
@@ -11,7 +12,8 @@
       .driver.lock        held by the driver running the sweep (see lock)
       wandb/              the trials' offline wandb runs
 
-Every file tune-service writes here is written whole or not at all (:func:`atomic_write`).
+Every file tune-service writes here is written whole or not at all (:func:`atomic_write`), the
+append-only ``ended_trials.jsonl`` excepted: a line cut off by a crash is skipped when it is read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 #: What resume() rebuilds the sweep from.
 SWEEP_FILE = "sweep.json"
 SUMMARY_FILE = "summary.json"
+#: Appended to as each trial ends, one JSON line a trial: with a partial summary, the running sweep.
+ENDED_TRIALS_FILE = "ended_trials.jsonl"
 BEST_CONFIG_FILE = "best_config.yaml"
 #: The driver's log: what Tune says of each failed trial, its traceback included (the console says one line).
 DRIVER_LOG_FILE = "driver.log"

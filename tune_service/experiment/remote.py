@@ -4,9 +4,12 @@
 Tune keeps its own part there itself (its state, every trial's results and checkpoints: each node
 writes straight to the storage). Our own files (``sweep.json``, ``summary.json``, ``best_config.yaml``,
 wandb's offline runs) are written, as on a local disk, into a *mirror*: a temporary local directory
-named like the experiment, which :class:`RemoteExperiment` uploads (``sweep.json`` once, the summary
-each time a trial ends, everything at the end). A resume downloads the experiment into a new mirror
-first, checkpoints excepted (a trial reads its own from the storage).
+named like the experiment, which :class:`RemoteExperiment` uploads (``sweep.json`` and the partial
+summary once, the log of ended trials at most every :data:`LOG_UPLOAD_PERIOD_S` while trials end,
+everything at the end). An object store cannot append, so the log goes up whole: on a period, not at
+each trial's end, so that a sweep of many short trials does not upload its history once per trial.
+A resume downloads the experiment into a new mirror first, checkpoints excepted (a trial reads its own
+from the storage).
 
 Credentials come from where pyarrow (and so Ray) looks: ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``
 or a profile in ``~/.aws``, ``AWS_ENDPOINT_URL`` for an S3-compatible server; nothing here writes them.
@@ -18,18 +21,21 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from tune_service.errors import TuneServiceError, first_line
-from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, SWEEP_FILE
+from tune_service.experiment.layout import BEST_CONFIG_FILE, ENDED_TRIALS_FILE, SUMMARY_FILE, SWEEP_FILE
 from tune_service.experiment.saving import FailingSaves
 
 #: The directories of a trial that hold checkpoints (Tune's, and a fresh trial's Ray Train run): not
 #: downloaded into the mirror.
 _CHECKPOINT_DIRS = ("checkpoint_", "ddp")
 #: What the driver writes besides Tune, uploaded at the end (wandb's offline runs included).
-_OWN_FILES = (SWEEP_FILE, SUMMARY_FILE, BEST_CONFIG_FILE, "wandb")
+_OWN_FILES = (SWEEP_FILE, SUMMARY_FILE, ENDED_TRIALS_FILE, BEST_CONFIG_FILE, "wandb")
+#: The longest the bucket's log of ended trials lags the mirror's while a sweep runs.
+LOG_UPLOAD_PERIOD_S = 10.0
 
 
 def is_remote(storage: str | os.PathLike) -> bool:
@@ -52,7 +58,9 @@ class RemoteExperiment:
             raise TuneServiceError(f"storage: cannot open {self.storage_uri!r}: {first_line(error)}") from None
         self.mirror = Path(tempfile.mkdtemp(prefix="tune-service-mirror-")) / self.name
         self.mirror.mkdir()
-        self._summary_uploads = FailingSaves(f"{SUMMARY_FILE} to {self.uri}")
+        self._log_uploads = FailingSaves(f"{ENDED_TRIALS_FILE} to {self.uri}")
+        self._log_uploaded_at = 0.0
+        self._log_behind = False  # trials ended since the log was last uploaded
 
     @classmethod
     def new(cls, storage_uri: str, name: str) -> "RemoteExperiment":
@@ -126,7 +134,7 @@ class RemoteExperiment:
         """Remove the mirror (what it holds has been uploaded, or is Tune's to keep)."""
         shutil.rmtree(self.mirror.parent, ignore_errors=True)
 
-    # -- a progress observer: the summary is uploaded each time a trial ends --------------------------
+    # -- a progress observer: the log of ended trials is uploaded on a period -------------------------
     def trial_started(self, progress: Any, trial: Any) -> None:
         pass
 
@@ -134,10 +142,18 @@ class RemoteExperiment:
         pass
 
     def trial_ended(self, progress: Any, trial: Any) -> None:
-        self._summary_uploads.attempt(lambda: self.upload(SUMMARY_FILE))
+        self._log_behind = True
+        self._upload_log_when_due()
 
     def tick(self, progress: Any) -> None:
-        pass
+        self._upload_log_when_due()
+
+    def _upload_log_when_due(self) -> None:
+        now = time.monotonic()
+        if self._log_behind and now - self._log_uploaded_at >= LOG_UPLOAD_PERIOD_S:
+            self._log_uploaded_at = now
+            if self._log_uploads.attempt(lambda: self.upload(ENDED_TRIALS_FILE)):
+                self._log_behind = False
 
     def _listing(self, allow_not_found: bool) -> list:
         from pyarrow import fs as pafs

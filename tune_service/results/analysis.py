@@ -20,9 +20,9 @@ The tables (pandas DataFrames), named as Ray Tune's ``ResultGrid.get_dataframe()
 
 A trial's ``status`` is :mod:`~tune_service.results.sweep_result`'s: ``completed``, ``stopped``,
 ``failed``, ``interrupted``, or ``running`` (started, not ended: still training, or its sweep stopped
-before recording it). While a sweep runs, ``summary.json`` is partial (written each time a trial ends,
-its unfinished trials ``running``; :attr:`SweepResults.partial`) or absent: a trial it does not list, or
-lists as running, is read from its directory instead (``params.json``, ``result.json``, Tune's
+before recording it). While a sweep runs, ``summary.json`` is partial (written when the driver starts,
+with the trials that ``ended_trials.jsonl`` says ended since; :attr:`SweepResults.partial`) or absent: a
+trial they do not list, or list as running, is read from its directory instead (``params.json``, ``result.json``, Tune's
 ``error.txt``; ``completed`` once it reached the epoch budget, ``stopped`` when Tune marked its last
 report done before that, ``failed`` when Tune recorded a failure after its last report), which needs
 the sweep's ``sweep.json`` when there is no summary (the metric, the epoch budget). The best trial is

@@ -1,11 +1,16 @@
-"""A running sweep, trial by trial, as Tune reports it: what the live view shows, and the
-``summary.json`` that is written each time a trial ends, so a running sweep can be read
-(``tune-run results DIR``, ``tune_service.load_results``) before it finishes.
+"""A running sweep, trial by trial, as Tune reports it: what the live view shows, and the files that let
+a running sweep be read (``tune-run results DIR``, ``tune_service.load_results``) before it finishes.
 
-:class:`SweepProgress` is a Tune callback in the driver. It keeps one :class:`TrialRecord` per trial,
-with the statuses of :mod:`~tune_service.results.sweep_result` plus ``running`` (started, not ended),
-and tells its observers (:class:`ProgressObserver`, such as the live view) of every change. A partial
-summary carries ``"in_progress": true``; the summary written when the sweep ends replaces it.
+:class:`SweepProgress` is a Tune callback in the driver. It keeps a :class:`TrialRecord` of each running
+trial, with the statuses of :mod:`~tune_service.results.sweep_result` plus ``running`` (started, not
+ended), and tells its observers (:class:`ProgressObserver`, such as the live view) of every change.
+
+Its cost per event does not grow with the sweep's history, so a sweep of thousands of trials pays for
+its ten-thousandth trial what it paid for its first: a partial summary (``"in_progress": true``) is
+written once, when the driver starts, and each trial that ends is appended to ``ended_trials.jsonl``
+as one line (:func:`~tune_service.results.sweep_result.append_ended`); reading the two together gives
+the sweep so far. Of the ended trials only counts, the best, the few last and those with a PBT lineage
+stay in memory. The summary written when the sweep ends replaces the partial one.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
-from tune_service.experiment.layout import SUMMARY_FILE
+from tune_service.experiment.layout import ENDED_TRIALS_FILE
 from tune_service.experiment.saving import FailingSaves
 from tune_service.results.lineage import exploit_of
 from tune_service.results.sweep_result import (
@@ -27,9 +33,11 @@ from tune_service.results.sweep_result import (
     TUNE_KEYS,
     SweepResult,
     TrialRecord,
+    append_ended,
     best_trial,
     one_line_error,
     ran_to_its_end,
+    read_ended,
     trained,
     write,
 )
@@ -37,9 +45,13 @@ from tune_service.spec.configs import plain
 
 logger = logging.getLogger(__name__)
 
+#: How many of the trials that ended last the progress keeps (for the views).
+RECENTLY_ENDED = 10
+
 
 class ProgressObserver(Protocol):
-    """What a view of a running sweep is told. ``progress`` holds every trial's record."""
+    """What a view of a running sweep is told: ``progress`` holds the running trials' records, counts the
+    ended ones and knows the best."""
 
     def trial_started(self, progress: "SweepProgress", trial: TrialRecord) -> None: ...
 
@@ -52,10 +64,10 @@ class ProgressObserver(Protocol):
 
 
 class SweepProgress(DriverCallback):
-    """Every trial's record while the sweep runs; ``summary.json`` rewritten when a trial ends.
+    """The running trials' records, the ended ones' count and best, and the sweep's files so far.
 
     Args:
-        experiment_dir: where ``summary.json`` goes.
+        experiment_dir: where ``summary.json`` and ``ended_trials.jsonl`` go.
         max_t: a trial that reached it is ``completed``; one that ended before it, ``stopped``.
         total: the trial budget (``run_cap`` or the grid's size).
         time_unit: what ``max_t`` counts, ``epoch`` or ``step``.
@@ -78,36 +90,45 @@ class SweepProgress(DriverCallback):
         self.max_t, self.total, self.time_unit = max_t, total, time_unit
         self.observers = list(observers)
         self.started_at = time.monotonic()
+        #: The trials started and not yet ended, by id.
         self.trials: dict[str, TrialRecord] = {}
-        for t in previous.trials if previous else ():
-            if t.status in ENDED:
-                self.trials[t.trial_id] = t
-        self._summary_saves = FailingSaves(SUMMARY_FILE)
+        #: How many trials have ended (a resumed sweep's earlier ones included).
+        self.ended_count = 0
+        #: The best ended trial (None while none has a finite value of the metric).
+        self.best: TrialRecord | None = None
+        #: The last trials to end, the newest last.
+        self.recently_ended: deque[TrialRecord] = deque(maxlen=RECENTLY_ENDED)
+        #: Every trial with a PBT lineage (running or ended), by id: the final results take theirs from here.
+        self.exploited: dict[str, TrialRecord] = {}
+        self._previous = tuple(t for t in (previous.trials if previous else ()) if t.status in ENDED)
+        for t in self._previous:
+            self._count_ended(t)
+        self._ended_saves = FailingSaves(ENDED_TRIALS_FILE)
+        self._unsaved: list[TrialRecord] = []  # ended trials whose line could not be written yet
+
+    def start(self) -> None:
+        """Write the partial summary: the sweep's metric and budget, and the trials an earlier run of a
+        resumed sweep ended. Call it once, before the sweep runs."""
+        FailingSaves("summary.json").attempt(lambda: write(self._result(self._previous, {IN_PROGRESS_KEY: True})))
 
     # -- what the views read -------------------------------------------------------------------------
-    @property
-    def ended(self) -> list[TrialRecord]:
-        return [t for t in self.trials.values() if t.status in ENDED]
-
     @property
     def running(self) -> list[TrialRecord]:
         return [t for t in self.trials.values() if t.status == "running"]
 
     @property
-    def best(self) -> TrialRecord | None:
-        return best_trial(self.ended, self.metric, self.mode)
-
-    def snapshot(self) -> SweepResult:
-        """The sweep so far, as a :class:`SweepResult` marked in progress."""
-        return self._result(tuple(self.trials.values()), {IN_PROGRESS_KEY: True})
+    def last_ended(self) -> TrialRecord | None:
+        return self.recently_ended[-1] if self.recently_ended else None
 
     def interrupted(self) -> SweepResult:
         """The sweep as it stands, its running trials ``interrupted``: what a driver that cannot wait for
-        Tune to stop writes (:mod:`~tune_service.execution.termination`)."""
-        trials = tuple(
-            replace(t, status="interrupted") if t.status == "running" else t for t in list(self.trials.values())
-        )
-        return self._result(trials, {})
+        Tune to stop writes (:mod:`~tune_service.execution.termination`). Reads the ended trials back."""
+        trials = {t.trial_id: t for t in self._previous}
+        trials.update((t.trial_id, t) for t in read_ended(Path(self.experiment_dir) / ENDED_TRIALS_FILE))
+        trials.update((t.trial_id, t) for t in self._unsaved)
+        for t in list(self.trials.values()):
+            trials[t.trial_id] = replace(t, status="interrupted") if t.status == "running" else t
+        return self._result(tuple(trials.values()), {})
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
         best = best_trial(trials, self.metric, self.mode)
@@ -127,9 +148,10 @@ class SweepProgress(DriverCallback):
         if exploit is not None:
             # The donor's exploits so far, which its checkpoint descends from (as Ray's PBT copies the
             # donor's policy to the trial's when it exploits): the trial's family tree (lineage.schedule).
-            donor = self.trials.get(exploit["donor"])
+            donor = self.trials.get(exploit["donor"]) or self.exploited.get(exploit["donor"])
             exploit["donor_exploits"] = len(donor.lineage) if donor else 0
             record = self.trials[trial.trial_id] = replace(record, lineage=[*record.lineage, exploit])
+            self.exploited[trial.trial_id] = record
         for observer in self.observers:
             observer.trial_started(self, record)
 
@@ -153,7 +175,7 @@ class SweepProgress(DriverCallback):
 
     # -- bookkeeping ---------------------------------------------------------------------------------
     def _update(self, trial: Any, status: str | None, result: dict) -> TrialRecord:
-        old = self.trials.get(trial.trial_id)
+        old = self.trials.get(trial.trial_id) or self.exploited.get(trial.trial_id)
         metrics = {k: v for k, v in result.items() if k not in TUNE_KEYS}
         epochs, steps = trained([result])
         if "epoch" not in result:  # a report without epochs: Tune's count of them
@@ -168,16 +190,27 @@ class SweepProgress(DriverCallback):
             lineage=old.lineage if old else [],
         )
         self.trials[trial.trial_id] = record
+        if record.lineage:
+            self.exploited[trial.trial_id] = record
         return record
 
     def _ended(self, record: TrialRecord) -> None:
-        self.trials[record.trial_id] = record
-        self._write_summary()
+        self.trials.pop(record.trial_id, None)
+        self._count_ended(record)
+        self._unsaved.append(record)
+        if self._ended_saves.attempt(lambda: append_ended(self._unsaved, self.experiment_dir)):
+            self._unsaved = []  # else tried again, with the next trial's line, when the next trial ends
         for observer in self.observers:
             observer.trial_ended(self, record)
 
-    def _write_summary(self) -> None:
-        self._summary_saves.attempt(lambda: write(self.snapshot()))  # tried again when the next trial ends
+    def _count_ended(self, record: TrialRecord) -> None:
+        self.ended_count += 1
+        self.recently_ended.append(record)
+        if record.lineage:
+            self.exploited[record.trial_id] = record
+        if best_trial([record], self.metric, self.mode) is not None:
+            # the earlier of two equal values stays the best, as best_trial ranks a whole sweep
+            self.best = best_trial([t for t in (self.best, record) if t is not None], self.metric, self.mode)
 
 
 def trial_error_line(trial: Any) -> str:

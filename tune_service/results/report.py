@@ -24,6 +24,16 @@ drawn is a ``<p class="note" data-chart="NAME">`` saying why):
 - the trial table (``<table id="trials">``): every trial, its status, epochs, final value, time,
   searched parameters and error, best first; a click on a header sorts by that column.
 
+A sweep of thousands of trials keeps the page light (it opens in a few seconds, its charts in a few
+tens of MB): above :data:`CURVES_ONE_BY_ONE` trials, the learning curves draw the best that many one by
+one (each with its hover) and the rest as a band (their median and 10-90 % range at each epoch, or
+step); the parallel coordinates draw the
+best :data:`PARALLEL_LINES`; the final values are drawn with WebGL; above :data:`TABLE_ROWS`, the
+table lists the best that many and says how to list the rest (``tune-run results DIR --top N``,
+``load_results(DIR).trials``); the importance is estimated on a seeded sample of
+:data:`IMPORTANCE_SAMPLE` trials. Each chart that summarises says so under it. The other charts show
+every trial.
+
 When the page has drawn a chart, the chart's div gets ``data-rendered="N"``, N its number of traces
 (a check for a headless browser). A failed trial has no final value: it is drawn where it reported
 (learning curves, table) and left out of the rest.
@@ -54,6 +64,16 @@ from tune_service.spec.configs import flatten
 
 #: Fewer trials with a final value than this: no importance chart, a note instead.
 MIN_TRIALS_FOR_IMPORTANCE = 4
+#: More trials than this: the learning curves draw the best this many one by one, the rest merged.
+CURVES_ONE_BY_ONE = 200
+#: The most points the band of the trials not drawn one by one has (their times binned past that).
+SPREAD_POINTS = 200
+#: More trials with a final value than this: the parallel coordinates draw the best this many.
+PARALLEL_LINES = 1000
+#: More trials than this: the table lists the best this many.
+TABLE_ROWS = 500
+#: More trials with a final value than this: the importance is estimated on a seeded sample this big.
+IMPORTANCE_SAMPLE = 2000
 STATUS_COLOURS = {
     "completed": "#2ca02c",
     "stopped": "#ff7f0e",
@@ -226,9 +246,15 @@ def parameter_importance(result: SweepResult) -> dict[str, float] | None:
     Numbers are used as they are, anything else ordinal-encoded (trees split an ordinal code as well
     as a one-hot one, and one column keeps one importance per parameter). Negative importances (noise)
     count as 0; the rest is scaled to sum to 1. Trials stopped early are compared on their last value,
-    as the leaderboard does.
+    as the leaderboard does. Of more than :data:`IMPORTANCE_SAMPLE` such trials, a sample that many
+    (seeded, so a report is the same each time) is used: the forest's cost grows with the trials, and
+    the shares of a few parameters settle long before.
     """
     usable = [t for t in result.trials if final_value(t, result.metric) is not None]
+    if len(usable) > IMPORTANCE_SAMPLE:
+        import random
+
+        usable = random.Random(0).sample(usable, IMPORTANCE_SAMPLE)
     keys = searched_parameters(usable)
     values = [final_value(t, result.metric) for t in usable]
     if len(usable) < MIN_TRIALS_FOR_IMPORTANCE or not keys or len(set(values)) < 2:
@@ -288,8 +314,9 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
         hovermode="closest",
     )
     best_id = result.best.trial_id if result.best else None
+    one_by_one, rest = _curves_one_by_one(result, drawn)
     legend_shown = set()
-    for trial in sorted(drawn, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
+    for trial in sorted(one_by_one, key=lambda t: t.record.trial_id == best_id):  # the best drawn last, on top
         status, best = trial.record.status, trial.record.trial_id == best_id
         times, values = zip(*trial.history, strict=True)
         figure.add_trace(
@@ -311,6 +338,30 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
         )
         if not best:
             legend_shown.add(status)
+    if rest:
+        at, low, middle, high = _spread(rest)
+        band = dict(x=at, mode="lines", hoverinfo="skip", legendgroup="rest")
+        figure.add_trace(go.Scatter(y=low, line=dict(width=0), showlegend=False, **band))
+        figure.add_trace(
+            go.Scatter(
+                y=high,
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(120,120,120,0.25)",
+                name=f"the other {len(rest)}: 10-90 %",
+                **band,
+            )
+        )
+        figure.add_trace(
+            go.Scatter(y=middle, line=dict(color="#555", dash="dot", width=2), name="the other trials: median", **band)
+        )
+    note = None
+    if rest:
+        note = (
+            f"The best {len(one_by_one)} of {len(drawn)} trials are drawn one by one (hover for each config); "
+            f"the other {len(rest)} as a band: at each {unit}, the median (dotted) and the 10th to 90th "
+            f"percentile of the values of those that reached it."
+        )
     for rung in rungs:
         figure.add_vline(
             x=rung,
@@ -319,19 +370,55 @@ def _learning_curves(result: SweepResult, trials: list[_Trial], keys: list[str])
             annotation_position="top right",
             annotation_font=dict(size=10, color="#666"),
         )
-    return figure, None
+    return figure, note
+
+
+def _curves_one_by_one(result: SweepResult, drawn: list[_Trial]) -> tuple[list[_Trial], list[_Trial]]:
+    """The trials whose curves are drawn one by one (all, up to :data:`CURVES_ONE_BY_ONE`; else the best
+    that many), and the rest; each in their order."""
+    if len(drawn) <= CURVES_ONE_BY_ONE:
+        return drawn, []
+    ranked = rank_trials([t.record for t in drawn], result.metric, result.mode)
+    chosen = {r.trial_id for r in ranked[:CURVES_ONE_BY_ONE]}
+    return [t for t in drawn if t.record.trial_id in chosen], [t for t in drawn if t.record.trial_id not in chosen]
+
+
+def _spread(trials: list[_Trial]) -> tuple[list[float], list[float], list[float], list[float]]:
+    """At each time the trials reported (in at most :data:`SPREAD_POINTS` bins of equal width when
+    they reported at more times than that, as trials by steps do): the time, and the 10th, 50th and
+    90th percentile of their values there."""
+    import numpy as np
+
+    times = np.array([time for t in trials for time, _ in t.history], dtype=float)
+    values = np.array([value for t in trials for _, value in t.history], dtype=float)
+    distinct = np.unique(times)
+    if len(distinct) > SPREAD_POINTS:
+        edges = np.linspace(distinct[0], distinct[-1], SPREAD_POINTS + 1)
+        bins = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, SPREAD_POINTS - 1)
+        centres = (edges[:-1] + edges[1:]) / 2
+        times, distinct = centres[bins], np.unique(centres[bins])
+    at = [values[times == time] for time in distinct]
+    low, middle, high = (np.array([np.percentile(v, q) for v in at]) for q in (10, 50, 90))
+    return distinct.tolist(), low.tolist(), middle.tolist(), high.tolist()
 
 
 def _parallel_coordinates(result: SweepResult, keys: list[str]):
     import plotly.graph_objects as go
 
-    usable = rank_trials(
+    with_value = rank_trials(
         [t for t in result.trials if final_value(t, result.metric) is not None], result.metric, result.mode
-    )[::-1]
+    )
+    usable = with_value[:PARALLEL_LINES][::-1]  # the best drawn last, on top
     if not keys:
         return None, "No parameter was searched (every trial has the same config)."
     if len(usable) < 2:
         return None, "Fewer than two trials have a final value."
+    note = None
+    if len(with_value) > PARALLEL_LINES:
+        note = (
+            f"The best {PARALLEL_LINES} of the {len(with_value)} trials with a final value: past that many "
+            "lines the axes are one colour, and the browser draws them slowly."
+        )
     configs = [flatten(t.config) for t in usable]
     dimensions = []
     for key in keys:
@@ -342,7 +429,7 @@ def _parallel_coordinates(result: SweepResult, keys: list[str]):
         dimensions.append(dimension)
     scores = [final_value(t, result.metric) for t in usable]
     dimensions.append(dict(label=html.escape(_metric(result)), values=scores))
-    left_out = len(result.trials) - len(usable)
+    left_out = len(result.trials) - len(with_value)
     figure = _figure(margin=dict(l=70, r=70, t=60, b=60))
     figure.add_trace(
         go.Parcoords(
@@ -367,7 +454,7 @@ def _parallel_coordinates(result: SweepResult, keys: list[str]):
             showarrow=False,
             font=dict(size=11, color="#666"),
         )
-    return figure, None
+    return figure, note
 
 
 def _importance(result: SweepResult, keys: list[str]):
@@ -401,41 +488,62 @@ def _importance(result: SweepResult, keys: list[str]):
     return figure, None
 
 
-def _best_so_far(values: list[float | None], mode: str | None) -> list[float | None]:
+def _best_steps(values: list[float | None], mode: str | None) -> tuple[list[int], list[float]]:
+    """Where the best value so far changes (and the last trial, where the line ends), and that best
+    value there: the "best so far" step line, drawn with as many points as it has steps rather than one
+    a trial (a sweep of thousands of trials has a few dozen steps)."""
     best: float | None = None
-    out = []
-    for value in values:
+    at: list[int] = []
+    bests: list[float] = []
+    for i, value in enumerate(values):
         if value is not None and (best is None or (value < best if mode == "min" else value > best)):
             best = value
-        out.append(best)
-    return out
+            at.append(i)
+            bests.append(value)
+    if at and at[-1] != len(values) - 1 and best is not None:
+        at.append(len(values) - 1)
+        bests.append(best)
+    return at, bests
+
+
+def _final_values_by_status(trials: list[_Trial]) -> list[tuple[str, list[int]]]:
+    """The trials with a final value, by status (sorted): each status's trial indices, in order."""
+    groups: dict[str, list[int]] = {}
+    for i, trial in enumerate(trials):
+        if trial.value is not None:
+            groups.setdefault(trial.record.status, []).append(i)
+    return sorted(groups.items())
 
 
 def _best_traces(result: SweepResult, trials: list[_Trial], xs: list[float]):
+    """One marker trace per status (a colour a trace, not a colour string a point), then the best so far."""
     import plotly.graph_objects as go
 
-    values = [t.value for t in trials]
-    points = [(x, t) for x, t in zip(xs, trials, strict=True) if t.value is not None]
-    return [
-        go.Scatter(
-            x=[x for x, _ in points],
-            y=[t.value for _, t in points],
+    groups = _final_values_by_status(trials)
+    steps, bests = _best_steps([t.value for t in trials], result.mode)
+    # WebGL past a few hundred points: one canvas, not a DOM node a trial
+    scatter = go.Scattergl if sum(len(i) for _, i in groups) > CURVES_ONE_BY_ONE else go.Scatter
+    markers = [
+        scatter(
+            x=[xs[i] for i in indices],
+            y=[trials[i].value for i in indices],
             mode="markers",
-            name="a trial's final value (colour: its status)",
-            marker=dict(size=8, color=[STATUS_COLOURS.get(t.record.status, _OTHER_COLOUR) for _, t in points]),
-            text=[f"trial {html.escape(t.record.trial_id)} ({t.record.status})" for _, t in points],
-            hovertemplate="%{text}<br>%{y:.4g}<extra></extra>",
-        ),
-        go.Scatter(
-            x=xs,
-            y=_best_so_far(values, result.mode),
-            mode="lines",
-            name="best so far",
-            line=dict(color="black", width=2.5, shape="hv"),
-            connectgaps=False,
-            hovertemplate="best so far: %{y:.4g}<extra></extra>",
-        ),
+            name=f"{status}: a trial's final value",
+            marker=dict(size=8, color=STATUS_COLOURS.get(status, _OTHER_COLOUR)),
+            text=[html.escape(trials[i].record.trial_id) for i in indices],
+            hovertemplate=f"trial %{{text}} ({html.escape(status)})<br>%{{y:.4g}}<extra></extra>",
+        )
+        for status, indices in groups
     ]
+    best = go.Scatter(
+        x=[xs[i] for i in steps],
+        y=bests,
+        mode="lines",
+        name="best so far",
+        line=dict(color="black", width=2.5, shape="hv"),
+        hovertemplate="best so far: %{y:.4g}<extra></extra>",
+    )
+    return [*markers, best]
 
 
 def _best_by_trial(result: SweepResult, trials: list[_Trial]):
@@ -466,13 +574,14 @@ def _best_by_compute(result: SweepResult, trials: list[_Trial]):
     timed = all(t.seconds is not None for t in trials if t.history)
     if timed:
         seconds = _cumulative([t.seconds or 0.0 for t in trials])
-        points_at = [i for i, t in enumerate(trials) if t.value is not None]
+        traces = [indices for _, indices in _final_values_by_status(trials)]
+        traces.append(_best_steps([t.value for t in trials], result.mode)[0])  # the best so far, last
 
         def view(xs: list[float], title: str, label: str) -> dict[str, Any]:
             return dict(
                 label=label,
                 method="update",
-                args=[{"x": [[xs[i] for i in points_at], xs]}, {"xaxis.title.text": title}],
+                args=[{"x": [[xs[i] for i in indices] for indices in traces]}, {"xaxis.title.text": title}],
             )
 
         figure.update_layout(
@@ -607,7 +716,8 @@ def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
     header += ["error"] if with_errors else []
     best_id = result.best.trial_id if result.best else None
     rows = []
-    for number, trial in sorted(enumerate(trials, 1), key=lambda pair: ranked[pair[1].record.trial_id]):
+    listed = sorted(enumerate(trials, 1), key=lambda pair: ranked[pair[1].record.trial_id])[:TABLE_ROWS]
+    for number, trial in listed:
         record, config = trial.record, flatten(trial.record.config)
         cells = [
             ranked[record.trial_id],
@@ -628,7 +738,15 @@ def _table(result: SweepResult, trials: list[_Trial], keys: list[str]) -> str:
         best = ' class="best"' if record.trial_id == best_id else ""
         rows.append(f"<tr{best}>{tds}</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    return f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    table = f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    if len(trials) <= TABLE_ROWS:
+        return table
+    where = html.escape(str(result.experiment_dir))
+    return (
+        f'<p class="note" data-table="summarised">The best {TABLE_ROWS} of {len(trials)} trials. Every trial: '
+        f"<code>tune-run results {where} --top {len(trials)}</code>, or "
+        f"<code>tune_service.load_results(&quot;{where}&quot;).trials</code>.</p>{table}"
+    )
 
 
 def _status_class(is_status: bool, status: str) -> str:
@@ -691,6 +809,8 @@ class _Page:
             )
             self.bundled = True
             content = f'<div class="chart" data-chart="{name}">{chart}</div>'
+            if note:  # what a drawn chart summarises
+                content += f'<p class="note" data-summary="{name}">{html.escape(note)}</p>'
         self.body.append(f'<section id="{name}"><h2>{html.escape(title)}</h2>{content}</section>')
 
     def html(self, title: str, header: str) -> str:

@@ -1,5 +1,6 @@
 """The outcome of a sweep: every trial, the best one, the leaderboard, and the files in the experiment
-directory (``summary.json`` and ``best_config.yaml``, both written atomically).
+directory (``summary.json`` and ``best_config.yaml``, both written atomically, and
+``ended_trials.jsonl``, appended to as each trial of a running sweep ends).
 
 A trial's ``status`` is ``completed`` (trained all ``max_t`` epochs, or steps when the scheduler's time
 unit is the step: the summary's ``time_unit``), ``stopped`` (ended earlier: the
@@ -24,7 +25,13 @@ import yaml
 
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.remote import is_remote, read_remote_text
-from tune_service.experiment.layout import BEST_CONFIG_FILE, SUMMARY_FILE, TRIAL_DIR_PREFIX, atomic_write
+from tune_service.experiment.layout import (
+    BEST_CONFIG_FILE,
+    ENDED_TRIALS_FILE,
+    SUMMARY_FILE,
+    TRIAL_DIR_PREFIX,
+    atomic_write,
+)
 from tune_service.redaction import redact, redact_text
 from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY
@@ -298,27 +305,74 @@ def write(result: SweepResult, directory: str | os.PathLike | None = None) -> No
         atomic_write(directory / BEST_CONFIG_FILE, yaml.safe_dump(redact(result.best.config), sort_keys=True))
 
 
+def append_ended(trials: list[TrialRecord], directory: str | os.PathLike) -> None:
+    """Append ``trials``, which have just ended, to ``ended_trials.jsonl`` in ``directory``, one JSON line
+    each, secrets redacted. A running sweep's summary is written once, when its driver starts; each trial
+    that ends then costs one line, however many ended before it. Raises OSError when the write fails (a
+    line it cut off is ended before the next is written, and skipped when read)."""
+    text = "".join(json.dumps(redact(_trial_dict(t)), sort_keys=False) + "\n" for t in trials)
+    with open(Path(directory) / ENDED_TRIALS_FILE, "a+b") as log:
+        if log.tell() > 0:  # "a+" starts at the end
+            log.seek(-1, os.SEEK_END)
+            if log.read(1) != b"\n":  # an earlier write failed part-way (a full disk)
+                text = "\n" + text
+        log.write(text.encode("utf-8"))
+        log.flush()
+        os.fsync(log.fileno())  # as durable as the summary's atomic writes
+
+
 def load(experiment_dir: str | os.PathLike) -> SweepResult:
-    """Read a finished sweep back from its experiment directory (or its URI on remote storage).
+    """Read a sweep back from its experiment directory (or its URI on remote storage): a finished or
+    interrupted sweep's summary, or a running sweep's partial one with the trials its log says ended
+    since (a later record of a trial replaces an earlier one).
 
     Raises:
         TuneServiceError: there is no readable summary in the directory.
     """
     remote = is_remote(experiment_dir)
-    summary = f"{str(experiment_dir).rstrip('/')}/{SUMMARY_FILE}" if remote else Path(experiment_dir) / SUMMARY_FILE
+    summary = _in_experiment(experiment_dir, SUMMARY_FILE)
     try:
-        # a str exactly when remote
-        text = read_remote_text(summary) if isinstance(summary, str) else summary.read_text(encoding="utf-8")
-        data = json.loads(text)
+        data = json.loads(_read_text(summary))
     except (OSError, json.JSONDecodeError) as err:
         raise TuneServiceError(
             f"experiment: cannot read {str(summary)!r} ({type(err).__name__}); "
             f"is it the directory of a finished or interrupted sweep?"
         ) from None
-    trials = tuple(TrialRecord(**t) for t in data["trials"])
+    records = {t["trial_id"]: TrialRecord(**t) for t in data["trials"]}
+    if data.get(IN_PROGRESS_KEY):
+        records.update((t.trial_id, t) for t in read_ended(_in_experiment(experiment_dir, ENDED_TRIALS_FILE)))
+    trials = tuple(records.values())
     extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
     # The directory it was read from: an experiment directory may have been moved or copied.
     where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())
     return SweepResult(
         where, data["metric"], data["mode"], trials, best_trial(trials, data["metric"], data["mode"]), extra
     )
+
+
+def _in_experiment(experiment_dir: str | os.PathLike, name: str) -> str | Path:
+    """The file ``name`` of the experiment: a URI (a str) on remote storage, else a Path."""
+    if is_remote(experiment_dir):
+        return f"{str(experiment_dir).rstrip('/')}/{name}"
+    return Path(experiment_dir) / name
+
+
+def _read_text(file: str | Path) -> str:
+    return read_remote_text(file) if isinstance(file, str) else file.read_text(encoding="utf-8")
+
+
+def read_ended(file: str | Path) -> list[TrialRecord]:
+    """The trials in an ended-trials log (a path, or a URI on remote storage), in the order they ended;
+    none if there is no log. A line cut off by a crash or a full disk is skipped (``load_results`` reads
+    that trial from its directory instead)."""
+    try:
+        text = _read_text(file)
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            records.append(TrialRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return records

@@ -51,7 +51,7 @@ def test_the_live_table_shows_running_trials_with_their_rung_and_the_budget(tmp_
     view = LiveView([], rungs=(1, 3), console=console, live=True)
     progress = progress_with(tmp_path, view)
     progress.trials["run"] = TrialRecord("run", "running", {"lr": 0.1}, {"val_accuracy": 0.7}, 4)
-    progress.trials["done"] = TrialRecord("done", "completed", {"lr": 0.2}, {"val_accuracy": 0.9}, 8)
+    end(progress, TrialRecord("done", "completed", {"lr": 0.2}, {"val_accuracy": 0.9}, 8))
     Console(file=out, width=120).print(view.table(progress))
     text = out.getvalue()
     row = next(line for line in text.splitlines() if line.startswith("run "))

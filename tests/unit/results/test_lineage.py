@@ -40,6 +40,7 @@ def test_a_trial_started_from_another_ones_checkpoint_is_an_exploit(tmp_path):
 
 def test_the_lineage_goes_to_the_summary_and_the_results_table(tmp_path):
     progress = SweepProgress(tmp_path, "val_loss", "min", max_t=6, total=2)
+    progress.start()
     progress.on_trial_start(0, [], trial("strong", {"lr": 0.03}))
     progress.on_trial_start(0, [], trial("weak", {"lr": 0.001}))
     exploited = trial("weak", {"lr": 0.036}, checkpoint_of(tmp_path, "strong", 1, epoch=2), epoch=2)
@@ -51,7 +52,8 @@ def test_the_lineage_goes_to_the_summary_and_the_results_table(tmp_path):
     for t in ("strong", "weak"):
         progress.on_trial_complete(0, [], trial(t, {"lr": 0.0288}, epoch=6))
 
-    summary = {t["trial_id"]: t for t in json.loads((tmp_path / "summary.json").read_text())["trials"]}
+    ended = [json.loads(line) for line in (tmp_path / "ended_trials.jsonl").read_text().splitlines()]
+    summary = {t["trial_id"]: t for t in ended}
     assert "lineage" not in summary["strong"]
     assert summary["weak"]["lineage"] == [
         {"epoch": 2, "donor": "strong", "donor_exploits": 0, "config": {"lr": 0.036}},

@@ -1,6 +1,7 @@
-"""A running sweep's records, fed with Tune's own Trial objects: summary.json is written each time a
-trial ends (marked in progress), the statuses follow the epochs, and a resumed sweep keeps the trials
-its earlier run ended."""
+"""A running sweep's records, fed with Tune's own Trial objects: a partial summary is written once when
+the driver starts and each trial that ends is appended to the ended-trials log (one line, whatever
+came before), the statuses follow the epochs, and a resumed sweep keeps the trials its earlier run
+ended."""
 
 from __future__ import annotations
 
@@ -40,34 +41,71 @@ def report(progress, t, epoch, accuracy):
     progress.on_trial_result(0, [], t, result)
 
 
-def test_the_summary_is_written_as_trials_end_and_marked_in_progress(tmp_path):
+def ended_lines(directory) -> list[dict]:
+    return [json.loads(line) for line in (directory / "ended_trials.jsonl").read_text().splitlines()]
+
+
+def test_each_trial_that_ends_is_one_line_appended_and_the_summary_is_not_rewritten(tmp_path):
     recorder = Recorder()
     progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=4, observers=[recorder])
+    progress.start()
+    summary_file = tmp_path / "summary.json"
+    header = json.loads(summary_file.read_text())
+    assert header[IN_PROGRESS_KEY] is True and header["trials"] == [] and header["max_t"] == 3
+    written = summary_file.stat().st_mtime_ns, summary_file.stat().st_ino
     a, b = trial("aaa", 0.1), trial("bbb", 0.01)
     progress.on_trial_start(0, [], a)
     progress.on_trial_start(0, [], b)
-    assert not (tmp_path / "summary.json").exists()  # nothing has ended yet
+    assert not (tmp_path / "ended_trials.jsonl").exists()  # nothing has ended yet
 
     for epoch in (1, 2, 3):
         report(progress, a, epoch, 0.5 + epoch / 10)
     report(progress, b, 1, 0.3)
     progress.on_trial_complete(0, [], a)
-
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary[IN_PROGRESS_KEY] is True
-    statuses = {t["trial_id"]: (t["status"], t["epochs"]) for t in summary["trials"]}
-    assert statuses == {"aaa": ("completed", 3), "bbb": ("running", 1)}
-    assert summary["best"]["trial_id"] == "aaa"
-    loaded = sweep_result.load(tmp_path)  # what `tune-run results DIR` reads while the sweep runs
-    assert "1 running" in loaded.leaderboard()
+    assert [(t["trial_id"], t["status"], t["epochs"]) for t in ended_lines(tmp_path)] == [("aaa", "completed", 3)]
+    loaded = sweep_result.load(tmp_path)  # the partial summary and the log, read together
+    assert [(t.trial_id, t.status) for t in loaded.trials] == [("aaa", "completed")]
+    assert loaded.best.trial_id == "aaa" and loaded.extra[IN_PROGRESS_KEY] is True
+    assert progress.ended_count == 1 and [t.trial_id for t in progress.running] == ["bbb"]
 
     progress.on_trial_complete(0, [], b)  # ended before max_t: the scheduler stopped it
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {t["trial_id"]: t["status"] for t in summary["trials"]} == {"aaa": "completed", "bbb": "stopped"}
+    assert [(t["trial_id"], t["status"]) for t in ended_lines(tmp_path)] == [("aaa", "completed"), ("bbb", "stopped")]
+    assert (summary_file.stat().st_mtime_ns, summary_file.stat().st_ino) == written
+    assert progress.best.trial_id == "aaa" and progress.running == []
     assert recorder.events == [
         ("started", "aaa", "running"), ("started", "bbb", "running"), ("reported", "aaa", 1), ("reported", "aaa", 2),
         ("reported", "aaa", 3), ("reported", "bbb", 1), ("ended", "aaa", "completed"), ("ended", "bbb", "stopped"),
     ]
+
+
+def test_a_line_cut_off_by_a_full_disk_is_ended_before_the_next_and_skipped_when_read(tmp_path):
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3)
+    progress.start()
+    a, b = trial("aaa", 0.1), trial("bbb", 0.2)
+    for t in (a, b):
+        progress.on_trial_start(0, [], t)
+    report(progress, a, 3, 0.8)
+    progress.on_trial_complete(0, [], a)
+    with (tmp_path / "ended_trials.jsonl").open("a") as log:
+        log.write('{"trial_id": "torn", "status": "comp')  # a write the disk cut short
+    report(progress, b, 3, 0.9)
+    progress.on_trial_complete(0, [], b)
+    loaded = sweep_result.load(tmp_path)
+    assert [(t.trial_id, t.status) for t in loaded.trials] == [("aaa", "completed"), ("bbb", "completed")]
+    assert loaded.best.trial_id == "bbb"
+
+
+def test_the_log_is_read_only_while_the_summary_is_partial(tmp_path):
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=1)
+    progress.start()
+    a = trial("aaa", 0.1)
+    progress.on_trial_start(0, [], a)
+    report(progress, a, 3, 0.8)
+    progress.on_trial_complete(0, [], a)
+    final = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
+        sweep_result.TrialRecord("aaa", "completed", {"lr": 0.1}, {"val_accuracy": 0.85}, 3),), None, {})
+    sweep_result.write(final)  # the sweep's end: the whole summary, as Tune's results give it
+    assert [t.metrics["val_accuracy"] for t in sweep_result.load(tmp_path).trials] == [0.85]
 
 
 def test_a_resumed_sweep_keeps_the_trials_its_earlier_run_ended(tmp_path):
@@ -76,14 +114,33 @@ def test_a_resumed_sweep_keeps_the_trials_its_earlier_run_ended(tmp_path):
         sweep_result.TrialRecord("cut", "interrupted", {"lr": 0.2}, {"val_accuracy": 0.5}, 1),
     ))
     progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3, previous=earlier)
-    assert [t.trial_id for t in progress.ended] == ["old"]  # the interrupted one runs again
+    assert progress.ended_count == 1 and progress.best.trial_id == "old"  # the interrupted one runs again
+    progress.start()
+    assert [t["trial_id"] for t in json.loads((tmp_path / "summary.json").read_text())["trials"]] == ["old"]
     cut = trial("cut", 0.2)
     progress.on_trial_start(0, [], cut)
     report(progress, cut, 3, 0.95)
     progress.on_trial_complete(0, [], cut)
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {t["trial_id"]: t["status"] for t in summary["trials"]} == {"old": "completed", "cut": "completed"}
-    assert summary["best"]["trial_id"] == "cut"
+    loaded = sweep_result.load(tmp_path)
+    assert {t.trial_id: t.status for t in loaded.trials} == {"old": "completed", "cut": "completed"}
+    assert loaded.best.trial_id == "cut" and progress.best.trial_id == "cut"
+
+
+def test_a_driver_that_cannot_wait_writes_every_trial_read_back_and_the_running_ones_interrupted(tmp_path):
+    earlier = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
+        sweep_result.TrialRecord("old", "completed", {"lr": 0.1}, {"val_accuracy": 0.9}, 3),))
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3, previous=earlier)
+    progress.start()
+    a, b = trial("aaa", 0.1), trial("bbb", 0.2)
+    for t in (a, b):
+        progress.on_trial_start(0, [], t)
+    report(progress, a, 1, 0.4)
+    progress.on_trial_complete(0, [], a)
+    report(progress, b, 2, 0.6)
+    outcome = progress.interrupted()
+    assert [(t.trial_id, t.status, t.epochs) for t in outcome.trials] == [
+        ("old", "completed", 3), ("aaa", "stopped", 1), ("bbb", "interrupted", 2)]
+    assert not outcome.extra.get(IN_PROGRESS_KEY) and outcome.best.trial_id == "old"
 
 
 def test_a_sweep_by_steps_counts_its_trials_in_steps(tmp_path):
@@ -98,12 +155,13 @@ def test_a_sweep_by_steps_counts_its_trials_in_steps(tmp_path):
     result = {"epoch": 0.4167, "step": 100, "val_accuracy": 0.05, "training_iteration": 1}
     b.update_last_result(result)
     progress.on_trial_result(0, [], b, result)
+    progress.start()
     progress.on_trial_complete(0, [], a)
     progress.on_trial_complete(0, [], b)
 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["time_unit"] == "step"
-    assert {t["trial_id"]: (t["status"], t["epochs"], t["steps"]) for t in summary["trials"]} == {
+    assert {t["trial_id"]: (t["status"], t["epochs"], t["steps"]) for t in ended_lines(tmp_path)} == {
         "aaa": ("completed", 1, 300), "bbb": ("stopped", 0, 100)}
     board = sweep_result.load(tmp_path).leaderboard().splitlines()
     assert board[0].split()[:4] == ["rank", "trial", "status", "steps"] and board[1].split()[3] == "300"

@@ -141,7 +141,7 @@ def test_the_report_is_one_offline_page_on_which_a_browser_draws_every_chart(tmp
     with_history = sum(bool(t.epochs) for t in result.trials)  # every trial but the one failed before a report
     assert rendered["learning_curves"] == str(with_history) == "7"
     assert rendered["parallel_coordinates"] == "1"
-    assert rendered["best_by_trial"] == rendered["best_by_compute"] == "2"
+    assert rendered["best_by_trial"] == rendered["best_by_compute"] == "3"  # completed, stopped; the best so far
 
     table = text[text.index('<table id="trials">'):]
     assert table.count("<tr") == 1 + len(result.trials)
@@ -239,3 +239,41 @@ def test_a_population_shows_each_trials_schedule_and_the_best_trials_family_tree
 def test_a_sweep_without_a_lineage_has_no_population_section(tmp_path):
     text = write_report(small_sweep(tmp_path / "exp")).read_text(encoding="utf-8")
     assert 'data-chart="schedules"' not in text and 'id="family"' not in text
+
+
+def test_a_sweep_of_many_trials_draws_the_best_one_by_one_and_says_how_it_summarised_the_rest(tmp_path, monkeypatch):
+    """The limits that keep a report of thousands of trials light, made small: the best trials' curves one by
+    one and the rest as a band, the best lines of the parallel coordinates, the best rows of
+    the table (each summary said on the page), the importance on a seeded sample."""
+    from tune_service.results import report
+
+    monkeypatch.setattr(report, "CURVES_ONE_BY_ONE", 4)
+    monkeypatch.setattr(report, "PARALLEL_LINES", 5)
+    monkeypatch.setattr(report, "TABLE_ROWS", 6)
+    monkeypatch.setattr(report, "IMPORTANCE_SAMPLE", 9)
+    rng = random.Random(2)
+    trials = []
+    for i in range(14):
+        lr = 10 ** rng.uniform(-4, -1)
+        losses = [abs(lr - 0.01) * 10 + 0.1 + 1.0 / e for e in range(1, MAX_T + 1)][:[1, 2, MAX_T][i % 3]]
+        status = "completed" if len(losses) == MAX_T else "stopped"
+        trials.append((record(f"{i:05d}", status, {"lr": lr, "noise": rng.uniform(0, 1)}, losses), losses))
+    result = sweep(tmp_path / "exp", trials)
+    page = write_report(result)
+    text = page.read_text(encoding="utf-8")
+
+    parser = Charts()
+    parser.feed(rendered_dom(page, tmp_path / "profile"))
+    rendered = {chart: parser.attrs[chart].get("data-rendered") for chart in CHARTS}
+    assert all(rendered.values()), f"charts the page did not finish drawing: {rendered}"
+    assert rendered["learning_curves"] == str(4 + 3)  # the best 4, then the others' band: its two edges, its median
+    assert rendered["best_by_trial"] == rendered["best_by_compute"] == "3"  # completed, stopped; the best so far
+    assert "The best 4 of 14 trials are drawn one by one" in text and "the other 10 as a band" in text
+    assert "The best 5 of the 14 trials with a final value" in text
+    table = text[text.index('<table id="trials">'):]
+    assert table.count("<tr") == 1 + 6 and "The best 6 of 14 trials" in text
+    assert f"tune-run results {tmp_path / 'exp'} --top 14" in text
+    first_row = table[table.index("<tbody>"):].split("</tr>")[0]
+    assert result.best.trial_id in first_row and 'class="best"' in first_row
+    sampled = parameter_importance(result)
+    assert sampled is not None and sampled == parameter_importance(result)  # seeded: the same each time
