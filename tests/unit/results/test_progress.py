@@ -78,12 +78,18 @@ def test_each_trial_that_ends_is_one_line_appended_and_the_summary_is_not_rewrit
     ]
 
 
-def test_a_line_cut_off_by_a_full_disk_is_ended_before_the_next_and_skipped_when_read(tmp_path):
-    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3)
+def two_running(progress: SweepProgress) -> tuple[Trial, Trial]:
+    """The sweep started (its partial summary written) and two trials running in it."""
     progress.start()
     a, b = trial("aaa", 0.1), trial("bbb", 0.2)
     for t in (a, b):
         progress.on_trial_start(0, [], t)
+    return a, b
+
+
+def test_a_line_cut_off_by_a_full_disk_is_ended_before_the_next_and_skipped_when_read(tmp_path):
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3)
+    a, b = two_running(progress)
     report(progress, a, 3, 0.8)
     progress.on_trial_complete(0, [], a)
     with (tmp_path / "ended_trials.jsonl").open("a") as log:
@@ -130,10 +136,7 @@ def test_a_driver_that_cannot_wait_writes_every_trial_read_back_and_the_running_
     earlier = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
         sweep_result.TrialRecord("old", "completed", {"lr": 0.1}, {"val_accuracy": 0.9}, 3),))
     progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3, previous=earlier)
-    progress.start()
-    a, b = trial("aaa", 0.1), trial("bbb", 0.2)
-    for t in (a, b):
-        progress.on_trial_start(0, [], t)
+    a, b = two_running(progress)
     report(progress, a, 1, 0.4)
     progress.on_trial_complete(0, [], a)
     report(progress, b, 2, 0.6)
