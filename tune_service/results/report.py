@@ -27,8 +27,8 @@ drawn is a ``<p class="note" data-chart="NAME">`` saying why):
 A sweep of thousands of trials keeps the page light (it opens in a few seconds, its charts in a few
 tens of MB): above :data:`CURVES_ONE_BY_ONE` trials, the learning curves draw the best that many one by
 one (each with its hover) and the rest as a band (their median and 10-90 % range at each epoch, or
-step); the parallel coordinates draw the
-best :data:`PARALLEL_LINES`; the final values are drawn with WebGL; above :data:`TABLE_ROWS`, the
+step); the parallel coordinates draw the best :data:`PARALLEL_LINES`; the best-value charts draw their
+points with WebGL (one canvas, not an SVG node a trial); above :data:`TABLE_ROWS`, the
 table lists the best that many and says how to list the rest (``tune-run results DIR --top N``,
 ``load_results(DIR).trials``); the importance is estimated on a seeded sample of
 :data:`IMPORTANCE_SAMPLE` trials. Each chart that summarises says so under it. The other charts show
@@ -64,7 +64,7 @@ from tune_service.spec.configs import flatten
 
 #: Fewer trials with a final value than this: no importance chart, a note instead.
 MIN_TRIALS_FOR_IMPORTANCE = 4
-#: More trials than this: the learning curves draw the best this many one by one, the rest merged.
+#: More trials than this: the learning curves draw the best this many one by one, the rest as a band.
 CURVES_ONE_BY_ONE = 200
 #: The most points the band of the trials not drawn one by one has (their times binned past that).
 SPREAD_POINTS = 200
