@@ -114,7 +114,7 @@ class SweepProgress(DriverCallback):
     # -- what the views read -------------------------------------------------------------------------
     @property
     def running(self) -> list[TrialRecord]:
-        return [t for t in self.trials.values() if t.status == "running"]
+        return list(self.trials.values())  # a trial leaves ``trials`` when it ends
 
     @property
     def last_ended(self) -> TrialRecord | None:
@@ -126,8 +126,8 @@ class SweepProgress(DriverCallback):
         trials = {t.trial_id: t for t in self._previous}
         trials.update((t.trial_id, t) for t in read_ended(Path(self.experiment_dir) / ENDED_TRIALS_FILE))
         trials.update((t.trial_id, t) for t in self._unsaved)
-        for t in list(self.trials.values()):
-            trials[t.trial_id] = replace(t, status="interrupted") if t.status == "running" else t
+        for t in self.running:
+            trials[t.trial_id] = replace(t, status="interrupted")
         return self._result(tuple(trials.values()), {})
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
