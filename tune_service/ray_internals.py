@@ -18,8 +18,10 @@ module's test and the suite pass on it.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Internal:
 _HYPERBAND = "ray.tune.schedulers.hyperband:HyperBandScheduler"
 _BRACKET = "ray.tune.schedulers.hyperband:_Bracket"
 _BRACKET_WHY = "ResumedHyperBand replays a restored bracket's halvings"
+_STATE_SAVES = "ray.tune.execution.experiment_state:_ExperimentCheckpointManager"
 
 INTERNALS: tuple[Internal, ...] = (
     # Schedulers: our HyperBand subclasses, and their rebuild after a crash.
@@ -120,6 +123,22 @@ INTERNALS: tuple[Internal, ...] = (
         "a trial's result.json and progress.csv are copied from storage once per trial and driver run, not "
         "over the driver's newer copy at every restart (a pause, a PBT exploit)",
     ),
+    # Tune's saves of the experiment's state: on their period, never forced by trial checkpoints.
+    Internal(
+        "ray.tune.execution.experiment_state",
+        "_ExperimentCheckpointManager",
+        "experiment.state_saves",
+        "its forcing of a save every num_to_keep checkpoints of a trial is switched off, and its period "
+        "keeps the saves to a share of the driver's time, while a sweep runs",
+    ),
+    *(
+        Internal(_STATE_SAVES, name, "experiment.state_saves", "as above", instance=instance)
+        for name, instance in (
+            ("on_trial_checkpoint", False),
+            ("_update_auto_checkpoint_time", False),
+            ("_checkpoint_period", True),
+        )
+    ),
     # Ray Train sessions, in a trial.
     Internal(
         "ray.train._internal.session",
@@ -183,3 +202,45 @@ def private(obj: Any, name: str) -> Any:
             f"Ray {ray.__version__} has no {owners} (used in {listed[0].used_in} because "
             f"{listed[0].why}); install a Ray in tune-service's supported range"
         ) from None
+
+
+def set_private(obj: Any, name: str, value: Any) -> None:
+    """Set ``obj``'s private attribute ``name``, one of :data:`INTERNALS`, that ``obj`` already has.
+
+    Raises:
+        RayInternalsChanged: ``obj`` has no such attribute, naming it.
+    """
+    private(obj, name)
+    setattr(obj, name, value)
+
+
+#: How many blocks of :func:`replaced` are inside now, for each (owner, name), and what it was before the
+#: first of them. Sweeps run from threads may overlap: the original is put back when the last one ends.
+_replacements: dict[tuple[int, str], tuple[int, Any]] = {}
+_replacements_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def replaced(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+    """While the block runs, ``owner.name`` (a class's or module's attribute in :data:`INTERNALS`) is
+    ``replacement(original)``; after the last overlapping block for it ends, it is the original again.
+
+    Raises:
+        RayInternalsChanged: ``owner`` has no such attribute, naming it.
+    """
+    key = (id(owner), name)
+    with _replacements_lock:
+        inside, original = _replacements.get(key, (0, None))
+        if inside == 0:
+            original = private(owner, name)
+            setattr(owner, name, replacement(original))
+        _replacements[key] = (inside + 1, original)
+    try:
+        yield
+    finally:
+        with _replacements_lock:
+            inside, original = _replacements.pop(key)
+            if inside == 1:
+                setattr(owner, name, original)
+            else:
+                _replacements[key] = (inside - 1, original)

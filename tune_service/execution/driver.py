@@ -27,7 +27,7 @@ from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.termination import Termination
 from tune_service.execution.trial_actors import trial_actors_on_ready_workers
 from tune_service.execution.warm_trial import WarmTrial, trial_resources
-from tune_service.experiment import layout, saving, stand_ins
+from tune_service.experiment import layout, saving, stand_ins, state_saves
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.ray_internals import private, set_tune_trial_environment
@@ -446,14 +446,11 @@ def _execute(
             bundle_broker=broker_name,
         )
         tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
-        # Tune warns when trial checkpoints come faster than one per 5 s, which warm trials of small
-        # tasks do every epoch; the experiment state is saved on our own period regardless.
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is
         # silent there (our view is the output unless verbose=2 asks for Ray's).
         quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}
         settings = _environment(
-            TUNE_GLOBAL_CHECKPOINT_S=last_good.STATE_SAVE_PERIOD_S,
-            TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0",
+            TUNE_GLOBAL_CHECKPOINT_S=state_saves.STATE_SAVE_PERIOD_S,
             **quiet,
         )
         # Warm and program trials run nothing of Ray Train in their processes; their actors can start
@@ -466,6 +463,7 @@ def _execute(
             settings,
             _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE),
             ready_workers,
+            state_saves.saves_on_their_period(),
             view or contextlib.nullcontext(),
         ):
             grid = tuner.fit()

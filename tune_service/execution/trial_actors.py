@@ -22,39 +22,35 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from typing import Any, Callable, Iterator
 
-from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT, RayInternalsChanged, private
+from tune_service.ray_internals import TUNE_TRIAL_ENVIRONMENT, RayInternalsChanged, private, replaced
 
 
-#: Sweeps of this process inside :func:`trial_actors_on_ready_workers` now, and Tune's own ``get`` while
-#: any is (sweeps run from threads may overlap: Tune's is put back when the last one ends).
-_sweeps_inside = 0
-_tune_get: Callable[..., Any] | None = None
-_lock = threading.Lock()
-
-
-def _register(cache, trainable_cls):
+def _registering_without_environment(tune_get: Callable[..., Any]) -> Callable[..., Any]:
     """Tune's ``_ActorClassCache.get`` while a sweep is inside the block: the class registered without a
-    runtime environment, unless the driver has a variable Tune propagates (then Tune's own)."""
-    import ray
-    from ray.tune.execution import class_cache
+    runtime environment, unless the driver has a variable Tune propagates (then ``tune_get``, Tune's own)."""
 
-    registered = private(cache, "_cache")
-    if trainable_cls not in registered:
-        if any(name in os.environ for name in private(class_cache, "ENV_VARS_TO_PROPAGATE")):
-            assert _tune_get is not None  # set while _register is Tune's get
-            return _tune_get(cache, trainable_cls)
-        registered[trainable_cls] = ray.remote(trainable_cls)
-    return registered[trainable_cls]
+    def get(cache, trainable_cls):
+        import ray
+        from ray.tune.execution import class_cache
+
+        registered = private(cache, "_cache")
+        if trainable_cls not in registered:
+            if any(name in os.environ for name in private(class_cache, "ENV_VARS_TO_PROPAGATE")):
+                return tune_get(cache, trainable_cls)
+            registered[trainable_cls] = ray.remote(trainable_cls)
+        return registered[trainable_cls]
+
+    return get
 
 
 @contextlib.contextmanager
 def trial_actors_on_ready_workers() -> Iterator[None]:
     """While the block runs (a warm sweep's ``Tuner.fit``), Tune registers its trial actor classes
     without a runtime environment of their own when the driver has none of the variables Tune
-    propagates.
+    propagates. Overlapping blocks (sweeps run from threads) leave Tune's registration as it was when the
+    last one ends.
 
     Raises:
         RayInternalsChanged: Tune's class cache is not as Ray 2.60's (names, or default variables).
@@ -62,7 +58,6 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
     import ray
     from ray.tune.execution import class_cache
 
-    global _sweeps_inside, _tune_get
     defaults = private(class_cache, "DEFAULT_ENV_VARS")
     private(class_cache, "ENV_VARS_TO_PROPAGATE")  # there before any sweep starts, not in its first trial
     cache_class = private(class_cache, "_ActorClassCache")
@@ -71,14 +66,5 @@ def trial_actors_on_ready_workers() -> Iterator[None]:
             f"Ray {ray.__version__}'s Tune gives trial actors {defaults}, not "
             f"{TUNE_TRIAL_ENVIRONMENT} (tune_service.execution.trial_actors)"
         )
-    with _lock:
-        if _sweeps_inside == 0:
-            _tune_get, cache_class.get = cache_class.get, _register
-        _sweeps_inside += 1
-    try:
+    with replaced(cache_class, "get", _registering_without_environment):
         yield
-    finally:
-        with _lock:
-            _sweeps_inside -= 1
-            if _sweeps_inside == 0:
-                cache_class.get, _tune_get = _tune_get, None

@@ -1,6 +1,6 @@
 """The experiment directory, and the one owner of it: its layout and atomic writes (``layout``), the
 trials' checkpoints in storage (``checkpoints``), the last good copy of Tune's state (``last_good``),
-and the driver's Tune callbacks that survive a resume (``callbacks``).
+when Tune saves that state (``state_saves``), and the driver's Tune callbacks that survive a resume (``callbacks``).
 """
 
 from tune_service.experiment.layout import (

@@ -25,10 +25,6 @@ from tune_service.experiment.saving import FailingSaves
 logger = logging.getLogger(__name__)
 
 LAST_GOOD_DIR = ".last_good"
-#: How often Tune saves the experiment's state, in seconds (Ray's ``TUNE_GLOBAL_CHECKPOINT_S``; its
-#: default is at least 10 s). A driver killed outright loses the results of at most this long: their
-#: trials continue from their checkpoints. Each save also copies Tune's small per-trial files.
-STATE_SAVE_PERIOD_S = "2"
 
 _STATE_FILE = re.compile(r"^experiment_state-(?P<session>.+)\.json$")
 

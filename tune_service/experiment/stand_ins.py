@@ -1,7 +1,7 @@
 """Stand-ins for trial checkpoints that Tune deleted but that its saved state may still name.
 
 Tune records each trial's latest checkpoint in the experiment's state, saved every
-:data:`~tune_service.experiment.last_good.STATE_SAVE_PERIOD_S`. Between two saves a fast trial can write
+:data:`~tune_service.experiment.state_saves.STATE_SAVE_PERIOD_S`. Between two saves a fast trial can write
 several checkpoints, and ``CheckpointConfig(num_to_keep=2)`` deletes the older ones. If the driver is killed
 then, its state names a checkpoint that is gone. On resume Tune's ``Trainable.restore`` checks that the
 checkpoint exists and fails the trial when it does not ("Could not recover from checkpoint as it does not

@@ -3,7 +3,7 @@
 When a trial that has a checkpoint starts (a resumed sweep's, but also one unpaused by HyperBand or PBT,
 or exploited by PBT), Tune's JSON and CSV loggers copy the trial's file from the experiment's storage over
 the driver's own copy. Within one driver's run the driver's copy is the newest: the one in storage lags
-by up to a state-save period (:data:`~tune_service.experiment.last_good.STATE_SAVE_PERIOD_S`), so a trial
+by up to a state-save period (:data:`~tune_service.experiment.state_saves.STATE_SAVE_PERIOD_S`), so a trial
 paused and started again within it lost the reports in between (a PBT sweep on two cores lost most of
 its rows). These loggers copy a trial's file from storage once per trial in a driver's run (its first
 start: a resumed sweep's trial gets its history back) and keep the driver's own copy after that.
