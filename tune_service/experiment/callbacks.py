@@ -13,6 +13,8 @@ from typing import Any
 from ray.tune import Callback
 
 _LIVE: dict[str, Callback] = {}
+#: Tune's statuses of a trial that has ended, for good or with an error.
+_FINISHED = ("TERMINATED", "ERROR")
 
 
 def _live_callback(key: str) -> Callback:
@@ -40,18 +42,23 @@ class FinalStatuses(DriverCallback):
     leaves running and pending trials, which :func:`tune_service.resume` continues.
 
     Statuses are read at the end of each step of Tune's loop: when an interrupted experiment ends, Tune
-    has already marked its running trials as terminated, though their saved state says running.
+    has already marked its running trials as terminated, though their saved state says running. Each
+    step reads the trials not yet finished and the ones added since the last step, never the finished
+    ones behind them, so a step costs the same at the ten-thousandth trial as at the first.
     """
 
     def __init__(self, experiment: str):
         super().__init__(f"{experiment}/statuses")
-        self._last_seen: dict[str, str] = {}
+        self._open: dict[str, Any] = {}  # trial id -> trial, for trials not finished at the last step's end
+        self._seen = 0  # how many of Tune's trials the steps have read (its list only grows; a requeue moves one)
         self.unfinished: set[str] = set()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        self._last_seen = {t.trial_id: t.status for t in trials}
+        self._open.update((t.trial_id, t) for t in trials[self._seen :])
+        self._seen = len(trials)
+        for trial_id, trial in list(self._open.items()):
+            if trial.status in _FINISHED:
+                del self._open[trial_id]
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        self.unfinished = {
-            trial_id for trial_id, status in self._last_seen.items() if status not in ("TERMINATED", "ERROR")
-        }
+        self.unfinished = set(self._open)

@@ -1,0 +1,54 @@
+"""FinalStatuses records the trials unfinished at the last step's end, reading only the trials not yet
+finished and the new ones at each step: a trial that has ended is not read again, however long the
+sweep goes on."""
+
+from __future__ import annotations
+
+from tune_service.experiment.callbacks import FinalStatuses
+
+
+class Trial:
+    """A Tune trial as the callback sees it, counting how often its status is read."""
+
+    def __init__(self, trial_id: str, status: str = "PENDING"):
+        self.trial_id, self._status, self.reads = trial_id, status, 0
+
+    @property
+    def status(self) -> str:
+        self.reads += 1
+        return self._status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self._status = value
+
+
+def test_the_trials_unfinished_at_the_last_steps_end_are_recorded(tmp_path):
+    statuses = FinalStatuses("exp-unfinished")
+    try:
+        done, failed, running, pending = Trial("a"), Trial("b"), Trial("c"), Trial("d")
+        trials = [done, failed, running]
+        statuses.on_step_end(0, trials)
+        done.status, failed.status, running.status = "TERMINATED", "ERROR", "RUNNING"
+        trials.append(pending)
+        statuses.on_step_end(1, trials)
+        running.status = "TERMINATED"  # Tune marks an interrupted sweep's running trials so at its end
+        statuses.on_experiment_end(trials)
+        assert statuses.unfinished == {"c", "d"}
+    finally:
+        statuses.release()
+
+
+def test_a_finished_trial_is_not_read_again_at_later_steps():
+    statuses = FinalStatuses("exp-constant")
+    try:
+        trials = [Trial(f"t{i}", "TERMINATED") for i in range(100)]
+        for step in range(50):
+            trials.append(Trial(f"new{step}", "RUNNING"))
+            statuses.on_step_end(step, trials)
+        assert max(t.reads for t in trials[:100]) == 1
+        assert min(t.reads for t in trials[100:]) >= 1  # every running trial is read at each step after it came
+        statuses.on_experiment_end(trials)
+        assert statuses.unfinished == {f"new{step}" for step in range(50)}
+    finally:
+        statuses.release()
