@@ -50,11 +50,22 @@ class FinalStatuses(DriverCallback):
     def __init__(self, experiment: str):
         super().__init__(f"{experiment}/statuses")
         self._open: dict[str, Any] = {}  # trial id -> trial, for trials not finished at the last step's end
-        self._seen = 0  # how many of Tune's trials the steps have read (its list only grows; a requeue moves one)
+        self._known: set[str] = set()  # every trial id the steps have read
+        self._seen = 0  # the length of Tune's list of trials at the last step's end
         self.unfinished: set[str] = set()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        self._open.update((t.trial_id, t) for t in trials[self._seen :])
+        # Tune appends a new trial to its list and never removes one, but a trial it requeues after a
+        # failure moves to the end, behind any added before it: the new ones are the unknown ones among
+        # the last, as many as the list grew by.
+        added, index = len(trials) - self._seen, len(trials)
+        while added > 0 and index > 0:
+            index -= 1
+            trial = trials[index]
+            if trial.trial_id not in self._known:
+                self._known.add(trial.trial_id)
+                self._open[trial.trial_id] = trial
+                added -= 1
         self._seen = len(trials)
         for trial_id, trial in list(self._open.items()):
             if trial.status in _FINISHED:

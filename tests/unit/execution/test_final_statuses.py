@@ -52,3 +52,18 @@ def test_a_finished_trial_is_not_read_again_at_later_steps():
         assert statuses.unfinished == {f"new{step}" for step in range(50)}
     finally:
         statuses.release()
+
+
+def test_a_trial_added_before_a_requeue_in_the_same_step_is_read():
+    """Tune requeues a failed trial by moving it to the end of its list, behind one just added."""
+    statuses = FinalStatuses("exp-requeue")
+    try:
+        trials = [Trial("a", "RUNNING"), Trial("b", "RUNNING")]
+        statuses.on_step_end(0, trials)
+        trials.append(Trial("new"))  # added, pending
+        trials.append(trials.pop(0))  # "a" failed and is requeued, pending again
+        statuses.on_step_end(1, trials)
+        statuses.on_experiment_end(trials)
+        assert statuses.unfinished == {"a", "b", "new"}
+    finally:
+        statuses.release()
