@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.experiment import Trial
 
 _LIVE: dict[str, Callback] = {}
-#: Tune's statuses of a trial that has ended, for good or with an error.
-_FINISHED = ("TERMINATED", "ERROR")
+#: Tune's statuses of a trial that has ended, for good or with an error (as search.hyperband's _ENDED).
+_FINISHED = (Trial.TERMINATED, Trial.ERROR)
 
 
 def _live_callback(key: str) -> Callback:
