@@ -35,6 +35,8 @@ from tune_service.results.lineage import with_lineage
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
+from tune_service.search.continued import ContinuedSearch
+from tune_service.search.population_search import PopulationSearch
 from tune_service.spec import SweepSpec, load_spec
 from tune_service.tasks import SealedTask
 
@@ -78,8 +80,6 @@ class TunerRecipe:
         (:class:`~tune_service.search.continued.ContinuedSearch`)."""
         from ray import tune
 
-        from tune_service.search.continued import ContinuedSearch
-
         tuner = tune.Tuner.restore(
             str(experiment_dir),
             self.trainable,
@@ -91,8 +91,10 @@ class TunerRecipe:
         # Ray 2.60 has no public setter (the request upstream: docs/development.md)
         restored = private(private(tuner, "_local_tuner"), "_tune_config")
         restored.scheduler = self.tune_config.scheduler
-        cap = self.tune_config.max_concurrent_trials
-        restored.search_alg = ContinuedSearch(self.tune_config.search_alg, self.tune_config.num_samples, cap)
+        search = self.tune_config.search_alg
+        if not isinstance(search, ContinuedSearch):  # a PopulationSearch is one already
+            search = ContinuedSearch(search, self.tune_config.num_samples, self.tune_config.max_concurrent_trials)
+        restored.search_alg = search
         restored.max_concurrent_trials = None  # capped inside ContinuedSearch, as Tune caps a searcher
         return tuner
 
@@ -177,15 +179,21 @@ def build_tuner(
         with redaction.redacted_errors(fingerprints):  # before Ray writes the error (error.txt, logs)
             template(config)
 
+    search: Any = plan.searcher
+    concurrent: int | None = plan.max_concurrent
+    if spec.scheduler.population:
+        # PBT compares a population that exists at once: all of it is created, the cluster runs what fits
+        # and the rest wait (paused or pending) for their turn; other schedulers get trials as slots free.
+        concurrent = plan.num_trials
+    if spec.scheduler.changes_running_trials:  # a paused trial keeps its actor (see PopulationSearch)
+        search, concurrent = PopulationSearch(search, plan.num_trials, concurrent), None
     tune_config = tune.TuneConfig(
         metric=spec.metric.name,
         mode=spec.metric.mode,
-        search_alg=plan.searcher,
-        scheduler=registry.build_scheduler(spec, recorded),
+        search_alg=search,
+        scheduler=registry.build_scheduler(spec, recorded, takes_turns=plan.max_concurrent < plan.num_trials),
         num_samples=plan.num_trials,
-        # PBT compares a population that exists at once: all of it is created, the cluster runs what fits
-        # and the rest wait (paused or pending) for their turn; other schedulers get trials as slots free.
-        max_concurrent_trials=plan.num_trials if spec.scheduler.population else plan.max_concurrent,
+        max_concurrent_trials=concurrent,
         trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
         # a bundle member's number reaches its actor in its name: the order members report in
         trial_name_creator=member_name if plan.bundle_size > 1 else None,

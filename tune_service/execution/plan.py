@@ -397,7 +397,7 @@ def plan_sweep(
         )
     if spec.execution.bundle > 1:
         check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
-    if spec.scheduler.population or spec.scheduler.type == "pbt_replay":
+    if spec.scheduler.changes_running_trials:
         check_population(spec, resolved.task, plan.runs_program)
     if spec.resources.gpus_auto and resolved.task is None:
         what = "a W&B program" if plan.runs_program else "a train_loop_per_worker"

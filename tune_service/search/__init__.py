@@ -5,7 +5,8 @@ expected to follow, and the schedulers' records rebuilt for a resumed sweep.
 Modules: ``registry`` (spec -> Tune searcher and scheduler), ``spaces`` (native spaces, sampling, grids),
 ``searchers`` (our random and grid searchers, and the wrapper every searcher runs in), ``asha``
 (ASHA with its paper's promotion rule), ``schedule``
-(the expected rungs and budget), ``hyperband`` and ``replay`` (schedulers that survive a driver's death).
+(the expected rungs and budget), ``hyperband`` and ``replay`` (schedulers that survive a driver's death),
+``population`` (PBT, PB2 and PBT's replay) and ``population_search`` (the search Tune runs them with).
 Ray is imported only where a searcher or scheduler is built.
 """
 

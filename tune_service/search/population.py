@@ -242,8 +242,9 @@ def _first_values(spec: SweepSpec) -> dict[str, Any]:
     return out
 
 
-def build_population(spec: SweepSpec) -> Any:
-    """Ray's PBT, or its PB2, for ``spec`` (its metric and mode come from the Tune config)."""
+def build_population(spec: SweepSpec, takes_turns: bool = False) -> Any:
+    """Ray's PBT, or its PB2, for ``spec`` (its metric and mode come from the Tune config);
+    ``takes_turns``: the population is larger than the trials that run at once."""
     import numpy as np
     from ray.tune.schedulers import PopulationBasedTraining
 
@@ -261,9 +262,9 @@ def build_population(spec: SweepSpec) -> Any:
         from ray.tune.schedulers.pb2 import PB2  # pandas and scikit-learn: imported for pb2 alone
 
         bounds = _nested({p.name: [p.shape.low, p.shape.high] for p in mutable})
-        return _population_class(PB2, time_attr, max_t)(hyperparam_bounds=bounds, **shared)
+        return _population_class(PB2, time_attr, max_t, takes_turns)(hyperparam_bounds=bounds, **shared)
     rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
-    return _population_class(PopulationBasedTraining, time_attr, max_t)(
+    return _population_class(PopulationBasedTraining, time_attr, max_t, takes_turns)(
         resample_probability=s.resample_probability,
         perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
         hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
@@ -271,7 +272,7 @@ def build_population(spec: SweepSpec) -> Any:
     )
 
 
-def _population_class(base: type, time_attr: str, max_t: int) -> type:
+def _population_class(base: type, time_attr: str, max_t: int, takes_turns: bool) -> type:
     """``base`` (Ray's PBT or PB2) as a sweep of ours runs it."""
 
     class Population(base):
@@ -289,7 +290,13 @@ def _population_class(base: type, time_attr: str, max_t: int) -> type:
             # the donor's last checkpoint with nothing left to train, its result the donor's.
             if result.get(time_attr, 0) >= max_t:
                 return self.CONTINUE
-            return super().on_trial_result(tune_controller, trial, result)
+            decision = super().on_trial_result(tune_controller, trial, result)
+            # Ray's PBT pauses a trial at its perturbation while another is paused or pending, so that
+            # trials take turns. In a population that runs at once the other is only starting again (an
+            # exploit): the pause would cost this trial a restart and gain no one a turn.
+            if decision == self.PAUSE and not takes_turns:
+                return self.CONTINUE
+            return decision
 
     return Population
 

@@ -56,11 +56,12 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
     return searcher, num_trials
 
 
-def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) -> Any:
+def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None, takes_turns: bool = False) -> Any:
     """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
     ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
+    ``takes_turns``: a population larger than the trials the cluster runs at once (its trials take turns).
     """
     from ray.tune.schedulers import FIFOScheduler
 
@@ -70,7 +71,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None) 
     if s.population:
         from tune_service.search.population import build_population
 
-        return build_population(spec)
+        return build_population(spec, takes_turns)
     if s.type == "pbt_replay":
         from tune_service.search.population import build_replay
 

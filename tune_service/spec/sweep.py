@@ -107,6 +107,12 @@ class SchedulerSpec:
         return self.type in POPULATIONS
 
     @property
+    def changes_running_trials(self) -> bool:
+        """Whether the scheduler changes trials as they train (a population, or its replay): it pauses a
+        trial, changes its config, and runs it again from a checkpoint."""
+        return self.population or self.type == "pbt_replay"
+
+    @property
     def time_attr(self) -> str:
         """The report key the scheduler reads a trial's progress from (``epoch``, ``step``, or
         :data:`METRIC_VALUES_KEY` for the ``value`` clock)."""

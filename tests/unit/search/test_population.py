@@ -195,3 +195,32 @@ def test_pb2_refuses_to_change_what_is_not_a_real_number_within_a_min_and_a_max(
     assert f"scheduler.mutate: pb2 picks new values of real numbers within a min and a max; {why}: use " \
            f"scheduler.type pbt, or leave momentum out of mutate" in message
     make_plan(load_spec(pbt_spec({"lr": LR, "momentum": parameter})))  # PBT takes it
+
+
+class TrialsOnly:
+    """What Ray's PBT asks of Tune's controller when no trial is in a quantile yet: the trials."""
+
+    def __init__(self, trials):
+        self.trials = trials
+
+    def get_trials(self):
+        return list(self.trials)
+
+
+@pytest.mark.parametrize("takes_turns", [False, True])
+def test_a_population_that_runs_at_once_takes_no_turns(takes_turns):
+    """Ray's PBT pauses a trial at its perturbation while another is paused or pending, so that trials take
+    turns; where the whole population runs at once the other is only starting again (an exploit), and a
+    pause would restart this trial for nothing."""
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    scheduler = registry.build_scheduler(load_spec(pbt_spec()), takes_turns=takes_turns)
+    scheduler.set_search_properties("val_loss", "min")
+    running, restarting = (Trial("trainable", config={"lr": 0.01}, trial_id=f"t{i}", stub=True) for i in range(2))
+    running.status, restarting.status = Trial.RUNNING, Trial.PENDING
+    controller = TrialsOnly([running, restarting])
+    for trial in (running, restarting):
+        scheduler.on_trial_add(controller, trial)
+    decision = scheduler.on_trial_result(controller, running, {"val_loss": 1.0, "epoch": 2, "training_iteration": 2})
+    assert decision == (TrialScheduler.PAUSE if takes_turns else TrialScheduler.CONTINUE)
