@@ -143,7 +143,7 @@ class Gang:
             relay(metrics, checkpoint_path)
             return True
 
-        handed = _as_ranks_load_it(checkpoint)
+        handed = checkpoint_for_ranks(checkpoint)
         return self._drive(lambda rank, token: rank.run_trial.remote(token, trial, handed), go_on)
 
     def run_bundle(
@@ -272,7 +272,7 @@ class Gang:
             ray.kill(rank)
 
 
-def _as_ranks_load_it(checkpoint: Any) -> Any:
+def checkpoint_for_ranks(checkpoint: Any) -> Any:
     """``checkpoint`` as the ranks are handed it: the path of one on the local filesystem (as a
     ``ray.train.Checkpoint`` loads it), so that a rank never imports Ray Train to unpickle it (0.7 s of a
     core, 2-3 s of a restart on a node busy with other trials' ranks); a ``ray.train.Checkpoint`` on other
