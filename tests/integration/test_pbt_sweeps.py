@@ -200,32 +200,24 @@ def test_pb2_exploits_as_pbt_does_and_its_bandit_picks_each_new_lr_within_the_bo
 
 
 def test_a_population_that_runs_at_once_exploits_on_the_gangs_it_started_on(ray_cluster, tmp_path):
-    """Four trials of one rank and half a CPU: the population runs at once on this 2-CPU machine. An
-    exploit starts its trial again on the Tune actor, and so the gang, it held: Tune would end a paused
-    trial's actor once the whole population was made (tune_service.search.population_search). No trial is
-    paused only to take a turn: a trial starts again only for its exploits."""
+    """Four trials of one rank and half a CPU: the population runs at once on this 2-CPU machine. Every
+    exploit is a checkpoint load on a gang already up, and no trial is paused only to take a turn: a trial
+    starts again only for its exploits. (That Tune keeps an exploited trial's actor at all is
+    PopulationSearch's contract, tests/unit/search/test_population_search.py; which actor the trial goes on
+    in depends on when the others end, so it is not asserted here.)"""
     record_dir = tmp_path / "builds"
     record_dir.mkdir()
     spec = population_spec(record_dir)
-    # Perturbed every epoch: a trial is compared (and may exploit) only once others have reported, and a
-    # population that runs at once reports in step, so the early comparisons find few. Twelve epochs: the
-    # exploits of the first four epochs start again long before any trial ends and frees its actor (Tune
-    # then keeps that idle actor, and a trial exploited next may go on in it instead of its own).
+    # Perturbed every epoch: a trial is compared (and may exploit) only once others have reported.
     spec.update(resources={"workers": 1, "cpus_per_worker": 0.5},
                 scheduler={**spec["scheduler"], "perturbation_interval": 1, "max_t": 12})
     result = tune_service.run(spec, storage=tmp_path, name="at_once", verbose=0)
     assert [t.status for t in result.trials] == ["completed"] * 4
+    assert exploits(tmp_path / "at_once"), "no trial exploited another"
     # Four rank processes built the data, one per trial's slot: every exploit was a checkpoint load in one.
     assert len({build.name.split("-")[1] for build in record_dir.iterdir()}) == 4
-    early = 0
     for trial in result.trials:
         rows = reports(tmp_path / "at_once" / f"trial_{trial.trial_id}")
         exploited = [(e["epoch"] + 1, e["config"]) for e in trial.lineage]
-        for before, after in itertools.pairwise(rows):
-            if after["iterations_since_restore"] != 1:
-                continue
-            assert (after["epoch"], after["config"]) in exploited, (trial.trial_id, after["epoch"])  # no turns
-            if after["epoch"] <= 4:
-                early += 1
-                assert after["pid"] == before["pid"], (trial.trial_id, before["epoch"], after["epoch"])
-    assert early, "no trial exploited another in its first four epochs"
+        restarts = [row for row in rows[1:] if row["iterations_since_restore"] == 1]
+        assert all((row["epoch"], row["config"]) in exploited for row in restarts), trial.trial_id  # no turns
