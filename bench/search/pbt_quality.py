@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import local_ray, write_result  # noqa: E402
+from bench.service.utilisation import account_trial  # noqa: E402
 
 NAME = "pbt_quality"
 MAX_T, POPULATION, INTERVAL = 12, 8, 2
@@ -78,20 +79,6 @@ def spec_for(method: str, seed: int, trials: int) -> dict[str, Any]:
     return spec
 
 
-def trained_epochs(rows: list[dict[str, Any]]) -> int:
-    """The epochs a trial trained: its reports, less the repeats of its own checkpoint's report after a
-    restart (PBT's turns)."""
-    seen: set[tuple[Any, Any]] = set()
-    count = 0
-    for row in rows:
-        key = (row["epoch"], row["val_loss"])
-        if row.get("iterations_since_restore") == 1 and key in seen:
-            continue
-        seen.add(key)
-        count += 1
-    return count
-
-
 def one_sweep(method: str, seed: int, trials: int, storage: str) -> dict[str, Any]:
     import tune_service
     from tune_service.experiment.layout import TRIAL_RESULTS_FILE, read_trial_results
@@ -101,7 +88,9 @@ def one_sweep(method: str, seed: int, trials: int, storage: str) -> dict[str, An
     wall_s = time.perf_counter() - started
     finals = [t.metrics["val_loss"] for t in result.trials if t.epochs >= MAX_T and "val_loss" in t.metrics]
     experiment = Path(result.experiment_dir)
-    epochs = sum(trained_epochs(read_trial_results(d / TRIAL_RESULTS_FILE)) for d in experiment.glob("trial_*"))
+    # the epochs each trial trained: its reports, less the repeats of its own checkpoint's after a restart
+    epochs = sum(account_trial(read_trial_results(d / TRIAL_RESULTS_FILE))["epochs"]
+                 for d in experiment.glob("trial_*"))
     return {"method": method, "seed": seed, "trials": len(result.trials), "best_final_val_loss": min(finals),
             "finished": len(finals), "trial_epochs": epochs, "wall_s": round(wall_s, 1)}
 

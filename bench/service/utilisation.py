@@ -73,7 +73,7 @@ def sweep_utilisation(spec: dict[str, Any]) -> dict[str, Any]:
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
             if not rows or record.status == "failed":
                 raise RuntimeError(f"trial {record.trial_id} {record.status}: {record.error}")
-            trials.append({"trial_id": record.trial_id, "status": record.status, **_account(rows)})
+            trials.append({"trial_id": record.trial_id, "status": record.status, **account_trial(rows)})
     capacity = wall_s * slots
     busy = workers * sum(t["training_s"] for t in trials)
     startup = workers * sum(t["startup_s"] for t in trials)
@@ -89,7 +89,7 @@ def sweep_utilisation(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _account(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def account_trial(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One trial's epochs trained, training, start-up and held seconds, and each (re)start's seconds: to
     the first report that trained an epoch, less that epoch (a trial restarted from its own checkpoint
     first repeats that checkpoint's report, before its ranks have loaded it)."""
