@@ -4,6 +4,7 @@ records every time its data sets are built, one that fails on one rank; and a ra
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -57,6 +58,17 @@ class CountingDigits(Digits):
         train, validation = super().datasets(config)
         keep = int(len(train) * float(config["subset"]))
         return torch.utils.data.Subset(train, range(keep)), validation
+
+
+class PacedDigits(CountingDigits):
+    """CountingDigits whose epochs take at least ``epoch_s`` more seconds (its validation sleeps): a sweep
+    slow enough to be interrupted at a chosen point. The sleep changes no number it trains or reports."""
+
+    defaults = {**CountingDigits.defaults, "epoch_s": 0.0}
+
+    def validation_step(self, model, batch, config):
+        time.sleep(float(config["epoch_s"]) / 6)  # the digits' validation set is 6 batches of 64
+        return super().validation_step(model, batch, config)
 
 
 class FailingDigits(Digits):

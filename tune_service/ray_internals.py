@@ -139,6 +139,24 @@ INTERNALS: tuple[Internal, ...] = (
             ("_checkpoint_period", True),
         )
     ),
+    # Population-based training: a resumed population goes on from its journal (search.population).
+    Internal(
+        "ray.tune.schedulers.pbt:PopulationBasedTraining",
+        "_trial_state",
+        "search.population",
+        "each trial's perturbation time, score and offered checkpoint are read after a decision (into the "
+        "population's journal) and put back on a resume (Ray saves no scheduler state)",
+        instance=True,
+    ),
+    Internal(
+        "ray.train._internal.checkpoint_manager:_CheckpointManager",
+        "_latest_checkpoint_result",
+        "search.population",
+        "a resumed population's trial starts from the checkpoint its last decision gives it, as Ray's PBT "
+        "hands an exploiting trial its donor's (Tune has no public setter)",
+        instance=True,
+    ),
+    Internal("ray.train._internal.session", "_TrainingResult", "search.population", "as above: what it holds"),
     # Ray Train sessions, in a trial.
     Internal(
         "ray.train._internal.session",

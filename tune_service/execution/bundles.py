@@ -93,7 +93,7 @@ def bundle_group(config: TrialConfig) -> str:
 def member_name(trial: Any) -> str:
     """A bundle member's Tune trial name (``trial_name_creator``), which its actor can read: its number
     in the sweep, which Tune keeps in the driver only (the experiment tag), and its id."""
-    from tune_service.tracking.naming import trial_number
+    from tune_service.experiment.layout import trial_number
 
     return f"member_{trial_number(trial) or 0:05d}_{trial.trial_id}"
 

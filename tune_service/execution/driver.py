@@ -36,6 +36,7 @@ from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
 from tune_service.search.continued import ContinuedSearch
+from tune_service.search.population_journal import PopulationHistory, read_history
 from tune_service.search.population_search import PopulationSearch
 from tune_service.spec import SweepSpec, load_spec
 from tune_service.tasks import SealedTask
@@ -109,6 +110,7 @@ def build_tuner(
     stopper: Any = None,
     program_wandb: Mapping[str, Any] | None = None,
     bundle_broker: str | None = None,
+    population_history: PopulationHistory | None = None,
 ) -> TunerRecipe:
     """The recipe of the Ray Tune ``Tuner`` for ``plan``. Pure: it starts no Ray and writes no file.
 
@@ -123,6 +125,8 @@ def build_tuner(
             project, group, directory and mode; ``disabled`` when None).
         bundle_broker: for a sweep of bundles (``execution.bundle``), the name of its running broker
             (:func:`~tune_service.execution.bundles.start_broker`).
+        population_history: for a resumed population (PBT, PB2), its decisions so far
+            (:func:`~tune_service.search.population_journal.read_history`), which it goes on from.
     """
     from ray import tune
 
@@ -166,7 +170,11 @@ def build_tuner(
                 key_parameters=tuple(p.name for p in spec.parameters if p.is_searched),
             )
         else:
-            template = WarmTrial(**{**shared, "task": SealedTask.of(plan.task)}, gang=gang)
+            template = WarmTrial(
+                **{**shared, "task": SealedTask.of(plan.task)},
+                gang=gang,
+                follows_handed=spec.scheduler.changes_running_trials,
+            )
         # A failed trial is retried by Tune (a warm one from its newest checkpoint, on a new gang; a
         # program from its start); a fresh trial retries inside its Ray Train run instead.
         failure = tune.FailureConfig(max_failures=spec.failure.max_failures)
@@ -191,7 +199,9 @@ def build_tuner(
         metric=spec.metric.name,
         mode=spec.metric.mode,
         search_alg=search,
-        scheduler=registry.build_scheduler(spec, recorded, takes_turns=plan.max_concurrent < plan.num_trials),
+        scheduler=registry.build_scheduler(
+            spec, recorded, takes_turns=plan.max_concurrent < plan.num_trials, population_history=population_history
+        ),
         num_samples=plan.num_trials,
         max_concurrent_trials=concurrent,
         trial_dirname_creator=lambda trial: f"{layout.TRIAL_DIR_PREFIX}{trial.trial_id}",
@@ -407,6 +417,10 @@ def _execute(
         if verbose >= VERBOSE_LIVE:
             view = LiveView([*plan.headline(), f"experiment {remote.uri if remote else experiment_dir}"], plan.rungs)
         observers = [observer for observer in (view, remote) if observer is not None]
+        # where the trials' checkpoints are: the experiment's storage (path, pyarrow filesystem)
+        trials_stored = (remote.path, remote.filesystem) if remote else (str(experiment_dir), None)
+        # a resumed population goes on from the decisions it wrote down
+        population_history = read_history(experiment_dir, *trials_stored) if restore else None
         progress = SweepProgress(
             experiment_dir,
             spec.metric.name,
@@ -416,6 +430,7 @@ def _execute(
             observers=observers,
             previous=previous,
             time_unit=spec.scheduler.time_unit,
+            lineages=population_history.lineages() if population_history else None,
         )
         progress.start()
         if remote is not None:
@@ -428,8 +443,6 @@ def _execute(
         ends = [callback for callback in (budget, timer) if callback is not None]
         callbacks = [statuses, state_keeper, progress, *ends] + ([tracker] if tracker else [])
         recorded = None
-        # where the trials' checkpoints are: the experiment's storage (path, pyarrow filesystem)
-        trials_stored = (remote.path, remote.filesystem) if remote else (str(experiment_dir), None)
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             # where Tune's state may name a checkpoint its num_to_keep deleted before the driver died
@@ -452,6 +465,7 @@ def _execute(
             stopper=TrialTimeLimit(spec.limits.trial_s) if spec.limits.trial_s else None,
             program_wandb=tracker.program_run() if tracker is not None else None,
             bundle_broker=broker_name,
+            population_history=population_history,
         )
         tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is

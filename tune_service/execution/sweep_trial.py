@@ -8,6 +8,9 @@ written once for every kind of trial:
    weights) is where it starts. Otherwise it starts from the newest complete checkpoint in its own
    directory of the experiment's storage (a retried, resumed or unpaused trial): that is at least as new
    as any checkpoint of its own that Tune recorded, since the driver may have died before recording it.
+   A trial whose scheduler decides where it goes on from (PBT and its replay: :attr:`SweepTrial.follows_handed`)
+   starts from the checkpoint Tune hands it, its own included: a population goes on from a perturbation's
+   checkpoint, not from one its ranks wrote after it (see :mod:`tune_service.search.population_journal`).
    The report that came with its own checkpoint is reported again first: a driver that died just after
    the report may never have recorded it (Tune may see it twice; the wandb tracker logs it once).
 2. **One attempt** (:meth:`SweepTrial.attempt`): what differs between a trial on a warm gang, a fresh
@@ -28,7 +31,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tune_service.experiment.checkpoints import newest_checkpoint, trial_storage
+from tune_service.experiment.checkpoints import (
+    newest_checkpoint,
+    number_after_existing_checkpoints,
+    read_checkpoint,
+    trial_storage,
+)
 from tune_service.experiment.saving import FailingSaves
 from tune_service.spec.configs import plain
 from tune_service.spec.training import TrainingSettings
@@ -152,6 +160,9 @@ class SweepTrial:
     cpus_per_rank: float = 1
     #: GPUs each rank is given (below 1: a packed trial, held to that share of the GPU's memory).
     gpus_per_rank: float = 0
+    #: A trial whose scheduler decides where it goes on from (PBT, its replay): it starts from the checkpoint
+    #: Tune hands it, its own included, rather than from its own newest.
+    follows_handed: bool = False
 
     def __call__(self, config: dict[str, Any]) -> None:
         """Run one trial: start point, attempts, retry policy (see the module's docstring)."""
@@ -164,6 +175,7 @@ class SweepTrial:
         name = os.path.basename(trial_dir)
         hparams = {**self.task.defaults, **plain(config)}
         start = self.start_point()
+        number_after_existing_checkpoints()
         if start is not None and start.report is not None:
             tune.report(start.report)
             if self.ended(start.report):
@@ -187,14 +199,19 @@ class SweepTrial:
             start = self.start_point()
 
     def start_point(self) -> StartPoint | None:
-        """Where the trial starts: a checkpoint Tune hands over from another trial, else the trial's own
-        newest (:meth:`own_start`), else None (from scratch)."""
+        """Where the trial starts: a checkpoint Tune hands over from another trial (or, for a trial that
+        :attr:`follows_handed`, any complete one Tune hands over), else the trial's own newest
+        (:meth:`own_start`), else None (from scratch)."""
         from ray import tune
 
         storage_path, filesystem = trial_storage()
         handed = tune.get_checkpoint()
         if handed is not None and not _within(handed.path, storage_path):
             return StartPoint(handed, None)
+        if handed is not None and self.follows_handed:
+            own = read_checkpoint(handed.path, filesystem)
+            if own is not None:
+                return StartPoint(own.as_ray_checkpoint(), own.report)
         return self.own_start(storage_path, filesystem)
 
     def own_start(self, storage_path: str, filesystem: Any) -> StartPoint | None:

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TIME_ATTR
 from tune_service.ray_internals import private
@@ -46,18 +46,26 @@ class StoredCheckpoint:
     report: dict[str, Any]
 
     def as_ray_checkpoint(self):
-        import ray.train
+        return ray_checkpoint(self.path, self.filesystem)
 
-        return ray.train.Checkpoint(path=self.path, filesystem=self.filesystem)
+
+def ray_checkpoint(path: str, filesystem: Any = None) -> Any:
+    """The ``ray.train.Checkpoint`` of the directory ``path`` (on ``filesystem``, a pyarrow filesystem)."""
+    import ray.train
+
+    return ray.train.Checkpoint(path=path, filesystem=filesystem)
 
 
 def newest_checkpoint(
-    trial_storage_path: str, filesystem: Any = None, with_state: bool = True
+    trial_storage_path: str,
+    filesystem: Any = None,
+    with_state: bool = True,
+    accept: Callable[[dict[str, Any]], bool] | None = None,
 ) -> StoredCheckpoint | None:
     """The newest complete checkpoint in the trial's directory (``trial_storage_path`` on ``filesystem``,
     the local one by default), or None. A directory whose state (unless ``with_state`` is False: a W&B
     program's last report has none) or report is missing or unreadable (a copy cut off by a crash) is
-    passed over for the one before it."""
+    passed over for the one before it, as is one whose report ``accept`` (if given) refuses."""
     from pyarrow import fs as pafs
 
     filesystem = filesystem or pafs.LocalFileSystem()
@@ -66,17 +74,27 @@ def newest_checkpoint(
     except OSError:
         return None
     for name in reversed(names):
-        path = f"{trial_storage_path}/{name}"
-        try:
-            if with_state and filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:
-                continue
-            with filesystem.open_input_stream(f"{path}/{CHECKPOINT_REPORT_FILE}") as stream:
-                report = json.loads(stream.readall())
-        except (OSError, ValueError):
-            continue
-        if isinstance(report, dict):
-            return StoredCheckpoint(path, filesystem, report)
+        stored = read_checkpoint(f"{trial_storage_path}/{name}", filesystem, with_state)
+        if stored is not None and (accept is None or accept(stored.report)):
+            return stored
     return None
+
+
+def read_checkpoint(path: str, filesystem: Any = None, with_state: bool = True) -> StoredCheckpoint | None:
+    """The checkpoint in directory ``path`` (on ``filesystem``, the local one by default) with its report,
+    or None when it is incomplete: its state (unless ``with_state`` is False) or report missing or
+    unreadable."""
+    from pyarrow import fs as pafs
+
+    filesystem = filesystem or pafs.LocalFileSystem()
+    try:
+        if with_state and filesystem.get_file_info(f"{path}/{_STATE_FILE}").type != pafs.FileType.File:
+            return None
+        with filesystem.open_input_stream(f"{path}/{CHECKPOINT_REPORT_FILE}") as stream:
+            report = json.loads(stream.readall())
+    except (OSError, ValueError):
+        return None
+    return StoredCheckpoint(path, filesystem, report) if isinstance(report, dict) else None
 
 
 def latest_checkpoint_dir(trial_dir: str | os.PathLike) -> Path | None:
@@ -109,6 +127,22 @@ def trial_storage() -> tuple[str, Any]:
 
     storage = private(session, "get_storage")()
     return storage.trial_fs_path, storage.storage_filesystem
+
+
+def number_after_existing_checkpoints() -> None:
+    """In a trial: number its next checkpoint after every one already in its directory of storage.
+
+    Tune numbers a trial's checkpoints from its own count of those it recorded, which a resumed driver
+    takes from its last save of the experiment's state (and a restarted trial from what the driver had
+    recorded): without this, the checkpoints written after that count would be written over, one of them
+    perhaps a checkpoint PBT keeps for other trials to copy."""
+    from ray.train._internal import session
+
+    storage = private(session, "get_storage")()
+    names = checkpoint_directories(storage.trial_fs_path, storage.storage_filesystem)
+    if names:  # Tune adds one to the index before it writes a checkpoint
+        newest = int(names[-1][len(_CHECKPOINT_PREFIX) :])
+        storage.current_checkpoint_index = max(storage.current_checkpoint_index, newest)
 
 
 def checkpointed_report(trial_storage_path: str, filesystem: Any = None) -> dict[str, Any] | None:

@@ -34,6 +34,9 @@ BEST_CONFIG_FILE = "best_config.yaml"
 DRIVER_LOG_FILE = "driver.log"
 #: The sweep's report: one HTML page that opens offline (:mod:`tune_service.results.report`).
 REPORT_FILE = "report.html"
+#: A population's decisions (PBT, PB2), one JSON line each, as they are made
+#: (:mod:`tune_service.search.population_journal`).
+POPULATION_JOURNAL_FILE = "population.jsonl"
 #: A trial's directory is this prefix and its Tune trial id.
 TRIAL_DIR_PREFIX = "trial_"
 #: Tune's per-trial record of every report, one JSON object a line, in the trial's directory.
@@ -158,3 +161,10 @@ def read_sweep_file(experiment_dir: Path) -> dict[str, Any] | None:
     if not sweep_file.is_file():
         return None
     return json.loads(sweep_file.read_text(encoding="utf-8"))
+
+
+def trial_number(trial: Any) -> int | None:
+    """The trial's number in the sweep (1, 2, ...), in the order Tune created the trials: Tune's experiment
+    tag starts with it (``3_lr=0.01``), and keeps it through a resume and a PBT exploit's new tag."""
+    head = str(getattr(trial, "experiment_tag", "") or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else None

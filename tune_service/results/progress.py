@@ -21,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
@@ -72,6 +72,8 @@ class SweepProgress(DriverCallback):
         total: the trial budget (``run_cap`` or the grid's size).
         time_unit: what ``max_t`` counts, ``epoch`` or ``step``.
         previous: on resume, the summary the sweep had: its ended trials are kept as they were.
+        lineages: on resume, the PBT exploits each unended trial went on from before the driver died (by
+            trial id: :meth:`~tune_service.search.population_journal.PopulationHistory.lineages`).
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class SweepProgress(DriverCallback):
         observers: Iterable[ProgressObserver] = (),
         previous: SweepResult | None = None,
         time_unit: str = "epoch",
+        lineages: Mapping[str, list[dict[str, Any]]] | None = None,
     ):
         super().__init__(f"{Path(experiment_dir).name}/progress")
         self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
@@ -103,6 +106,10 @@ class SweepProgress(DriverCallback):
         self._previous = tuple(t for t in (previous.trials if previous else ()) if t.status in ENDED)
         for t in self._previous:
             self._count_ended(t)
+        ended = {t.trial_id for t in self._previous}
+        for trial_id, lineage in (lineages or {}).items():
+            if trial_id not in ended:  # the record is the trial's once it starts again (_update keeps its lineage)
+                self.exploited[trial_id] = TrialRecord(trial_id, "running", {}, {}, 0, lineage=list(lineage))
         self._ended_saves = FailingSaves(ENDED_TRIALS_FILE)
         self._unsaved: list[TrialRecord] = []  # ended trials whose line could not be written yet
 

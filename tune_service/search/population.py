@@ -33,11 +33,26 @@ donor's; :func:`check_population` refuses what it refuses for PBT, the changes i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+import contextlib
+import hashlib
+import posixpath
+import random
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
 
 from tune_service.errors import Problem, SpecError
+from tune_service.experiment.checkpoints import ray_checkpoint
+from tune_service.experiment.layout import trial_number
+from tune_service.ray_internals import private, set_private
+from tune_service.results.lineage import trial_of_path
+from tune_service.search.population_journal import (
+    Decision,
+    PopulationHistory,
+    append_decision,
+    checkpoint_name,
+    journal_directory,
+)
 from tune_service.search.spaces import sample_flat, support
-from tune_service.spec.configs import nest, with_values
+from tune_service.spec.configs import nest, plain, with_values
 from tune_service.spec.parameters import round_to_q
 
 if TYPE_CHECKING:
@@ -242,17 +257,16 @@ def _first_values(spec: SweepSpec) -> dict[str, Any]:
     return out
 
 
-def build_population(spec: SweepSpec, takes_turns: bool = False) -> Any:
+def build_population(spec: SweepSpec, takes_turns: bool = False, history: PopulationHistory | None = None) -> Any:
     """Ray's PBT, or its PB2, for ``spec`` (its metric and mode come from the Tune config);
-    ``takes_turns``: the population is larger than the trials that run at once."""
-    import numpy as np
+    ``takes_turns``: the population is larger than the trials that run at once; ``history``: a resumed
+    sweep's decisions so far (:func:`~tune_service.search.population_journal.read_history`)."""
     from ray.tune.schedulers import PopulationBasedTraining
 
     s = spec.scheduler
-    time_attr, max_t = s.time_attr, s.max_t
     mutable = mutable_parameters(spec)
     shared = dict(
-        time_attr=time_attr,
+        time_attr=s.time_attr,
         perturbation_interval=s.perturbation_interval,
         quantile_fraction=s.quantile_fraction,
         custom_explore_fn=within_bounds(mutable),
@@ -262,27 +276,82 @@ def build_population(spec: SweepSpec, takes_turns: bool = False) -> Any:
         from ray.tune.schedulers.pb2 import PB2  # pandas and scikit-learn: imported for pb2 alone
 
         bounds = _nested({p.name: [p.shape.low, p.shape.high] for p in mutable})
-        return _population_class(PB2, time_attr, max_t, takes_turns)(hyperparam_bounds=bounds, **shared)
-    rng = np.random.default_rng([spec.seed, 1])  # not the searcher's stream (seed): its draws would repeat
-    return _population_class(PopulationBasedTraining, time_attr, max_t, takes_turns)(
+        return _population_class(PB2, spec, takes_turns, history)(hyperparam_bounds=bounds, **shared)
+    return _population_class(PopulationBasedTraining, spec, takes_turns, history)(
         resample_probability=s.resample_probability,
         perturbation_factors=cast(Any, s.perturbation_factors),  # Ray types two; it takes any number
-        hyperparam_mutations=_nested({p.name: _mutation(p, rng) for p in mutable}),
+        hyperparam_mutations=_nested({p.name: _mutation(p) for p in mutable}),
         **shared,
     )
 
 
-def _population_class(base: type, time_attr: str, max_t: int, takes_turns: bool) -> type:
+def _population_class(base: type, spec: SweepSpec, takes_turns: bool, history: PopulationHistory | None) -> type:
     """``base`` (Ray's PBT or PB2) as a sweep of ours runs it."""
+    time_attr, max_t, interval = spec.scheduler.time_attr, spec.scheduler.max_t, spec.scheduler.perturbation_interval
+    resumed = history.last() if history is not None else {}
 
     class Population(base):
         """Ray's PBT (or PB2) with the population drawn by our unguided searcher. Ray refuses any search
         algorithm but its own variant generator beside PBT, because a model-based searcher would learn from
         results of configs PBT changed; ours draw without looking at results (:data:`POPULATION_SEARCHERS`,
-        checked by :func:`check_population`), as Ray's variant generator does."""
+        checked by :func:`check_population`), as Ray's variant generator does.
+
+        Its random choices (the donor, the factors, the resamples, PB2's bandit) are drawn for each
+        decision afresh (:func:`seeded_draws`), from the sweep's seed, the trial's place in the population
+        and the report's time: they do not depend on what was drawn before, so a population whose reports
+        arrive in the same order (one that takes turns on one slot) makes the same decisions on the same
+        seed, and a resumed one draws what the uninterrupted one would have.
+
+        Each decision is written to the experiment's journal as it is made (:func:`append_decision`); a
+        resumed population puts each trial's last one back (:meth:`go_on_from_history`)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            #: Each trial's place in the population: the order Tune created the trials in (its number),
+            #: which a resumed sweep keeps (Tune restores its trials in another order).
+            self.places: dict[str, int] = {}
+            #: How many decisions have been made, and the number of each trial's last (in the journal's
+            #: order, so a resumed population knows them too).
+            self.decisions_made = len(history.decisions) if history is not None else 0
+            self.last_decided: dict[str, int] = (
+                {d.trial_id: i for i, d in enumerate(history.decisions)} if history is not None else {}
+            )
 
         def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+            self.places[trial.trial_id] = trial_number(trial) or len(self.places) + 1
             super().on_trial_add(cast(Any, _WithoutSearcher(tune_controller)), trial)
+            # Ray's PBT ranks trials of equal scores in the order it was told of them: creation order.
+            states = private(self, "_trial_state")
+            ranked = sorted(states.items(), key=lambda item: self.places.get(item[0].trial_id, 0))
+            states.clear()
+            states.update(ranked)
+            if history is not None and not trial.is_finished():
+                self.go_on_from_history(trial, history)
+
+        def choose_trial_to_run(self, tune_controller: Any) -> Any:
+            # Ray's PBT runs the paused trial that has trained least, the first of equals in Tune's list of
+            # trials. Of equals, ours runs the one decided on longest ago, then the one created first: an
+            # exploited trial takes its donor's training time, and were it first of the two, it would run,
+            # exploit the paused donor's same checkpoint again at its next perturbation, and so on for
+            # ever. (The order also holds on a resume, whose list of trials Tune keeps in another order.)
+            def turn(trial: Any) -> tuple[int, int]:
+                return self.last_decided.get(trial.trial_id, -1), self.places.get(trial.trial_id, 0)
+
+            return super().choose_trial_to_run(cast(Any, _InTurnOrder(tune_controller, turn)))
+
+        def go_on_from_history(self, trial: Any, past: PopulationHistory) -> None:
+            """A restored trial as its last decision left it: PBT's state of it, its config, and the
+            checkpoint it goes on from (:meth:`PopulationHistory.start_of`)."""
+            last = resumed.get(trial.trial_id)
+            if last is not None:
+                state = private(self, "_trial_state")[trial]
+                state.last_score, state.last_result = last.score, last.report
+                state.last_perturbation_time, state.last_train_time = last.perturbed_at, last.trained_to
+                offered = past.checkpoint(last.offered) if last.offered is not None else None
+                state.last_checkpoint = offered.as_ray_checkpoint() if offered is not None else None
+                trial.set_config(last.config)
+            start = past.start_of(trial.trial_id, interval, time_attr)
+            hand_checkpoint(trial, start.as_ray_checkpoint() if start else None, start.report if start else {})
 
         def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
             # A trial's report of its last epoch (max_t) ends it: Tune would stop a trial there before
@@ -290,7 +359,21 @@ def _population_class(base: type, time_attr: str, max_t: int, takes_turns: bool)
             # the donor's last checkpoint with nothing left to train, its result the donor's.
             if result.get(time_attr, 0) >= max_t:
                 return self.CONTINUE
-            decision = super().on_trial_result(tune_controller, trial, result)
+            handed = trial.checkpoint.path if trial.checkpoint is not None else None
+            with seeded_draws(spec.seed, self.places.get(trial.trial_id, -1), result.get(time_attr, 0)):
+                decision = super().on_trial_result(tune_controller, trial, result)
+            state = private(self, "_trial_state").get(trial)
+            if state is not None and state.last_result is result:  # PBT decided at this report (it keeps it)
+                made = _decision(trial, result, state, handed, time_attr)
+                if made.offered is not None:
+                    # The checkpoint of this report, not Ray's save of the trial scheduled now, which comes
+                    # to nothing if the trial pauses first (then no trial could copy this one).
+                    offered = posixpath.join(posixpath.dirname(trial.path), made.offered)
+                    state.last_checkpoint = ray_checkpoint(offered, trial.storage.storage_filesystem)
+                earlier = history.decisions if history is not None else ()
+                append_decision(journal_directory(trial), made, earlier)
+                self.last_decided[trial.trial_id] = self.decisions_made
+                self.decisions_made += 1
             # Ray's PBT pauses a trial at its perturbation while another is paused or pending, so that
             # trials take turns. In a population that runs at once the other is only starting again (an
             # exploit): the pause would cost this trial a restart and gain no one a turn.
@@ -299,6 +382,43 @@ def _population_class(base: type, time_attr: str, max_t: int, takes_turns: bool)
             return decision
 
     return Population
+
+
+def _decision(trial: Any, result: dict, state: Any, handed_before: str | None, time_attr: str) -> Decision:
+    """The journal's record of the decision PBT just made at ``result`` (``state``: its state of the
+    trial now; ``handed_before``: the path of the checkpoint the trial had before)."""
+    offered = None
+    if state.last_checkpoint is not None:  # a top trial: its checkpoint of this report is kept for others
+        own = result.get("checkpoint_dir_name") or (trial.checkpoint.path if trial.checkpoint else None)
+        offered = checkpoint_name(trial.trial_id, own) if own else None
+    donor = donor_checkpoint = None
+    now = trial.checkpoint.path if trial.checkpoint is not None else None
+    if now is not None and now != handed_before and trial_of_path(now) not in (None, trial.trial_id):
+        donor = trial_of_path(now)  # an exploit: PBT handed the trial the donor's checkpoint
+        donor_checkpoint = checkpoint_name(cast(str, donor), now)
+    return Decision(
+        trial.trial_id,
+        result.get(time_attr, 0),
+        state.last_score,
+        state.last_perturbation_time,
+        state.last_train_time,
+        offered,
+        result,
+        plain(trial.config or {}),
+        donor,
+        donor_checkpoint,
+    )
+
+
+def hand_checkpoint(trial: Any, checkpoint: Any, metrics: dict[str, Any]) -> None:
+    """Make ``checkpoint`` (a ``ray.train.Checkpoint``, or None: none) the one Tune starts ``trial`` from
+    next, with the report that came with it, as Ray's PBT hands an exploiting trial its donor's (Tune has
+    no public way to)."""
+    from ray.train._internal.session import _TrainingResult
+
+    manager = trial.run_metadata.checkpoint_manager
+    latest = None if checkpoint is None else _TrainingResult(checkpoint, metrics)
+    set_private(manager, "_latest_checkpoint_result", latest)
 
 
 def build_replay(spec: SweepSpec) -> Any:
@@ -329,6 +449,20 @@ def build_replay(spec: SweepSpec) -> Any:
     return Replay()
 
 
+class _InTurnOrder:
+    """The Tune controller as :meth:`Population.choose_trial_to_run` shows it to Ray's PBT: its trials
+    ordered by ``turn``."""
+
+    def __init__(self, controller: Any, turn: Callable[[Any], Any]):
+        self._controller, self._turn = controller, turn
+
+    def get_trials(self) -> list:
+        return sorted(self._controller.get_trials(), key=self._turn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller, name)
+
+
 class _WithoutSearcher:
     """The Tune controller as :meth:`Population.on_trial_add` shows it to Ray's PBT: without a searcher."""
 
@@ -354,13 +488,37 @@ def _nested(by_name: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _mutation(p: ParameterSpec, rng: Any) -> list | Callable[[], Any]:
+def _mutation(p: ParameterSpec) -> list | Callable[[], Any]:
     """What Ray's PBT mutates ``p`` by: its list of values (a perturbation steps to a neighbour), or a draw
-    from its own distribution (a perturbation multiplies by a factor, :func:`within_bounds` then clips)."""
+    from its own distribution (a perturbation multiplies by a factor, :func:`within_bounds` then clips).
+    The draw takes its seed from Python's ``random``, which :func:`seeded_draws` seeds for each decision."""
+    import numpy as np
+
     values = support(p)
     if values is not None:
         return list(values)
-    return lambda: sample_flat([p], rng)[p.name]
+    return lambda: sample_flat([p], np.random.default_rng(random.getrandbits(64)))[p.name]
+
+
+@contextlib.contextmanager
+def seeded_draws(seed: int, place: int, time: float) -> Iterator[None]:
+    """Python's and NumPy's global random generators seeded from ``(seed, place, time)`` while the block
+    runs, and put back as they were afterwards (nothing else in the driver sees the reseeding).
+
+    Ray's PBT draws its donor, factors and resamples from Python's ``random`` module, and PB2's bandit
+    from NumPy's global generator; neither takes a seed (``ray/tune/schedulers/pbt.py``, ``pb2_utils.py``).
+    A test fails if they stop drawing from there (``tests/unit/search/test_population.py``)."""
+    import numpy as np
+
+    states = random.getstate(), np.random.get_state()
+    key = f"{seed}:{place}:{time}"
+    random.seed(key)
+    np.random.seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little"))
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
 
 
 def within_bounds(parameters: Sequence[ParameterSpec]) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -56,12 +56,19 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
     return searcher, num_trials
 
 
-def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None, takes_turns: bool = False) -> Any:
+def build_scheduler(
+    spec: SweepSpec,
+    recorded: Mapping[str, Any] | None = None,
+    takes_turns: bool = False,
+    population_history: Any = None,
+) -> Any:
     """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
     ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
     ``takes_turns``: a population larger than the trials the cluster runs at once (its trials take turns).
+    ``population_history``: a resumed population's decisions so far
+    (:class:`~tune_service.search.population_journal.PopulationHistory`), which PBT and PB2 go on from.
     """
     from ray.tune.schedulers import FIFOScheduler
 
@@ -71,7 +78,7 @@ def build_scheduler(spec: SweepSpec, recorded: Mapping[str, Any] | None = None, 
     if s.population:
         from tune_service.search.population import build_population
 
-        return build_population(spec, takes_turns)
+        return build_population(spec, takes_turns, population_history)
     if s.type == "pbt_replay":
         from tune_service.search.population import build_replay
 

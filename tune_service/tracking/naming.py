@@ -24,12 +24,6 @@ def run_id(experiment: str, trial_id: str) -> str:
     return f"{slug}-{trial_id}"
 
 
-def trial_number(trial: Any) -> int | None:
-    """The trial's number in the sweep (1, 2, ...): Tune's experiment tag starts with it (``3_lr=0.01``)."""
-    head = str(getattr(trial, "experiment_tag", "") or "").split("_", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def run_name(number: int | None, trial_id: str, config: Mapping[str, Any], key_parameters: list[str]) -> str:
     """A readable run name: the trial's number and its key parameters, e.g. ``#003 lr=0.003 model=cnn``."""
     head = f"#{number:03d}" if number is not None else trial_id

@@ -33,7 +33,8 @@ from tune_service.results.sweep_result import is_number
 from tune_service.spec.configs import flatten, plain
 from tune_service.spec.wandb import WandbSettings, resolve_mode
 from tune_service.tracking.artifacts import model_artifact
-from tune_service.tracking.naming import SUMMARY_RUN, run_id, run_name, trial_metrics, trial_number, trials_table
+from tune_service.experiment.layout import trial_number
+from tune_service.tracking.naming import SUMMARY_RUN, run_id, run_name, trial_metrics, trials_table
 from tune_service.tracking.writer import OrderedWriter
 
 log = logging.getLogger("tune_service.tracking")

@@ -10,7 +10,8 @@ import pytest
 from tune_service.errors import SpecError
 from tune_service.execution.plan import make_plan
 from tune_service.search import registry
-from tune_service.search.population import OPTIMIZER_NUMBERS, mutable_parameters, within_bounds
+from tune_service.search.population import OPTIMIZER_NUMBERS, mutable_parameters, seeded_draws, within_bounds
+from tune_service.search.population_journal import read_history
 from tune_service.spec import load_spec
 from tune_service.training.fused import FUSABLE
 
@@ -208,12 +209,16 @@ class TrialsOnly:
 
 
 @pytest.mark.parametrize("takes_turns", [False, True])
-def test_a_population_that_runs_at_once_takes_no_turns(takes_turns):
+def test_a_population_that_runs_at_once_takes_no_turns(takes_turns, tmp_path, monkeypatch):
     """Ray's PBT pauses a trial at its perturbation while another is paused or pending, so that trials take
     turns; where the whole population runs at once the other is only starting again (an exploit), and a
     pause would restart this trial for nothing."""
     from ray.tune.experiment import Trial
     from ray.tune.schedulers import TrialScheduler
+
+    from tune_service.search import population
+
+    monkeypatch.setattr(population, "journal_directory", lambda trial: tmp_path)  # a stub trial has no storage
 
     scheduler = registry.build_scheduler(load_spec(pbt_spec()), takes_turns=takes_turns)
     scheduler.set_search_properties("val_loss", "min")
@@ -224,3 +229,48 @@ def test_a_population_that_runs_at_once_takes_no_turns(takes_turns):
         scheduler.on_trial_add(controller, trial)
     decision = scheduler.on_trial_result(controller, running, {"val_loss": 1.0, "epoch": 2, "training_iteration": 2})
     assert decision == (TrialScheduler.PAUSE if takes_turns else TrialScheduler.CONTINUE)
+    (written,) = read_history(tmp_path).decisions  # the decision, in the journal before it takes effect
+    assert (written.trial_id, written.time, written.perturbed_at, written.donor) == (running.trial_id, 2, 2, None)
+
+
+def test_each_decisions_draws_come_from_the_seed_the_trial_and_the_time_alone():
+    """Ray's PBT draws its donor, factors and resamples from Python's ``random`` and PB2 from NumPy's global
+    generator, neither seeded: seeded_draws seeds both for one decision, so a resumed population draws what
+    the uninterrupted one did. This fails if Ray's PBT stops drawing from ``random``."""
+    import numpy as np
+    from ray.tune.schedulers.pbt import _explore
+
+    config = {"lr": 0.01, "momentum": 0.5}
+    mutations = {"lr": lambda: random.uniform(1e-3, 0.3), "momentum": [0.0, 0.5, 0.9]}
+
+    def explore(seed, place, time):
+        with seeded_draws(seed, place, time):
+            return [_explore(config, mutations, 0.5, [0.8, 1.2], None)[0] for _ in range(5)], np.random.uniform()
+
+    random.seed(11)
+    np.random.seed(11)
+    outside = random.random(), np.random.uniform()
+    random.seed(11)
+    np.random.seed(11)
+    first = explore(3, 1, 4)
+    assert (random.random(), np.random.uniform()) == outside  # the driver's own draws are left as they were
+    assert explore(3, 1, 4) == first
+    assert explore(3, 2, 4) != first and explore(3, 1, 6) != first and explore(4, 1, 4) != first
+
+
+def test_of_trials_that_trained_as_long_the_one_decided_on_longest_ago_runs_next():
+    """An exploited trial takes its donor's training time. Were it to run before its paused donor, it would
+    exploit the donor's same checkpoint at its next perturbation, and again, for ever."""
+    from ray.tune.experiment import Trial
+
+    scheduler = registry.build_scheduler(load_spec(pbt_spec()), takes_turns=True)
+    scheduler.set_search_properties("val_loss", "min")
+    exploited, donor = (Trial("trainable", config={"lr": 0.01}, trial_id=f"t{i}", experiment_tag=f"{i + 1}_lr=0.01",
+                              stub=True) for i in range(2))
+    controller = TrialsOnly([exploited, donor])
+    for trial in (exploited, donor):
+        scheduler.on_trial_add(controller, trial)
+        trial.status = Trial.PAUSED
+    assert scheduler.choose_trial_to_run(controller) is exploited  # neither decided on: the first created
+    scheduler.last_decided.update({donor.trial_id: 0, exploited.trial_id: 1})
+    assert scheduler.choose_trial_to_run(controller) is donor

@@ -11,7 +11,8 @@ from ray.tune import Callback
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.spec import load_spec
 from tune_service.spec.wandb import WandbSettings, resolve_mode
-from tune_service.tracking.naming import run_id, run_name, trial_metrics, trial_number
+from tune_service.experiment.layout import trial_number
+from tune_service.tracking.naming import run_id, run_name, trial_metrics
 
 
 def spec(**raw):
