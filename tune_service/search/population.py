@@ -389,7 +389,9 @@ def _decision(trial: Any, result: dict, state: Any, handed_before: str | None, t
     trial now; ``handed_before``: the path of the checkpoint the trial had before)."""
     offered = None
     if state.last_checkpoint is not None:  # a top trial: its checkpoint of this report is kept for others
-        own = result.get("checkpoint_dir_name") or (trial.checkpoint.path if trial.checkpoint else None)
+        own = result.get("checkpoint_dir_name")
+        if own is None and trial.checkpoint is not None and trial_of_path(trial.checkpoint.path) == trial.trial_id:
+            own = trial.checkpoint.path  # a report without a checkpoint: the trial's newest recorded one
         offered = checkpoint_name(trial.trial_id, own) if own else None
     donor = donor_checkpoint = None
     now = trial.checkpoint.path if trial.checkpoint is not None else None
