@@ -35,9 +35,6 @@ def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callab
     signal goes to the whole group (as GNU ``timeout`` and Slurm send it): its embedded Ray's processes too."""
     env = {**os.environ, **(env or {}),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    # Not this process's wandb service (wandb hands it to child processes): the runs a killed driver
-    # left open there would stay "in use" for the resume made in this process.
-    env.pop("WANDB_SERVICE", None)
     driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(storage),
                                "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=group)

@@ -10,6 +10,7 @@ Nothing heavy (torch, Ray, pandas) is imported before a command needs it, so ``-
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -470,5 +471,16 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 }
 
 
-if __name__ == "__main__":  # pragma: no cover
+def console_main() -> None:
+    """``tune-run`` and ``python -m tune_service.cli``: :func:`main` in a process of its own.
+
+    A wandb service this process inherited is not used: wandb hands its service to child processes
+    (``WANDB_SERVICE``), so a driver started from a Python process that uses wandb (a notebook's cell, a
+    launcher script) would open its runs in that process's service; killed outright, it would leave them
+    "in use" there, and the resumed sweep could not log to them."""
+    os.environ.pop("WANDB_SERVICE", None)
     sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    console_main()

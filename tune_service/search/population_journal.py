@@ -51,7 +51,7 @@ class Decision:
     trained_to: float
     #: The trial's own checkpoint PBT keeps for others to exploit (a top trial's), or None.
     offered: str | None
-    #: The report PBT keeps with it (its config left out).
+    #: The report PBT keeps with it (as Tune passed it on, the config the trial had then included).
     report: dict[str, Any]
     #: The trial's config afterwards.
     config: dict[str, Any]
