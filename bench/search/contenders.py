@@ -14,6 +14,11 @@
   through the calls its own tuner makes (``suggest``, ``on_trial_add``, ``on_trial_result``,
   ``on_trial_complete``). Its ASHA with CQR needs huggingface_hub, and with BORE takes 7 s a run here
   (three times any other): not in the set.
+- The one-epoch baseline ("Is One Epoch All You Need For Multi-Fidelity Hyperparameter Optimization?",
+  Egele, Guyon, Sun and Balaprakash, 2023), which recent work says every multi-fidelity method must beat:
+  random configurations trained one epoch each, then the best ``K`` of them trained on to ``max_t``. On the
+  same budget as every contender: as many first epochs as leave room for the ``K`` (``budget - K * (max_t -
+  1)``); ``K`` = 3, the paper's smallest.
 - DEHB (Awad, Mallik and Hutter, "DEHB: Evolutionary Hyperband for Scalable, Robust and Efficient
   Hyperparameter Optimization", IJCAI 2021), through its ask-and-tell interface: each job is a
   configuration trained for the fidelity (1, 3, 9 or 27 epochs) DEHB's brackets give it, from scratch,
@@ -51,6 +56,8 @@ OPTUNA = {
 SYNE_TUNE = {"syne tune: ASHA": "ASHA", "syne tune: BOHB": "BOHB"}
 #: DEHB, where installed: name -> nothing to choose (its own brackets and evolution).
 DEHB_CONTENDERS = {"dehb: DEHB": None}
+#: The baselines: name -> how many of the first epoch's configurations train on (the one-epoch baseline's K).
+BASELINES = {"baseline: one epoch, top 3": 3}
 #: The reduction factor every early-stopping contender uses (ASHA's, Optuna's pruners', DEHB's).
 ETA = 3
 
@@ -305,6 +312,42 @@ class DEHBContender:
         self.dehb.tell(self.jobs.pop(trial_id), {"fitness": value, "cost": epoch})
 
 
+class OneEpochContender:
+    """The one-epoch baseline: ``first_round`` random configurations (uniform within the bounds) trained one
+    epoch each, paused there; once all have reported, the ``keep`` best go on to ``max_t``."""
+
+    def __init__(self, problem: Problem, seed: int, max_t: int, budget: int, keep: int):
+        import numpy as np
+
+        self.problem, self.keep = problem, keep
+        self.rng = np.random.default_rng(seed)
+        self.first_round = max(keep, budget - keep * (max_t - 1))
+        self.configs: dict[int, dict[str, float]] = {}
+        self.first_epoch: dict[int, float] = {}
+        self.going_on: list[int] | None = None  # the best, once the first round is done
+
+    def start(self) -> tuple[int, dict[str, float]] | None:
+        if len(self.configs) < self.first_round:
+            trial_id = len(self.configs)
+            self.configs[trial_id] = {name: float(self.rng.uniform(low, high))
+                                      for name, (low, high) in self.problem.bounds.items()}
+            return trial_id, self.configs[trial_id]
+        if len(self.first_epoch) < self.first_round:
+            return None  # the round's last first epochs are still training
+        if self.going_on is None:
+            self.going_on = sorted(self.first_epoch, key=self.first_epoch.__getitem__)[: self.keep]
+        return (self.going_on[0], self.configs[self.going_on.pop(0)]) if self.going_on else None
+
+    def report(self, trial_id: int, epoch: int, value: float) -> bool | str:
+        if epoch == 1:
+            self.first_epoch[trial_id] = value
+            return PAUSE
+        return True
+
+    def end(self, trial_id: int, epoch: int, value: float, completed: bool) -> None:
+        pass
+
+
 def dehb_installed() -> bool:
     import importlib.util
 
@@ -312,10 +355,12 @@ def dehb_installed() -> bool:
 
 
 def contender(name: str, problem: Problem, seed: int, max_t: int, budget_trials: int, workers: int):
-    """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE or DEHB_CONTENDERS, or
+    """The contender called ``name`` (a key of OURS, OPTUNA, SYNE_TUNE, DEHB_CONTENDERS or BASELINES, or
     HPBANDSTER_BOHB), new, for one run."""
     if name in DEHB_CONTENDERS:
         return DEHBContender(problem, seed, max_t)
+    if name in BASELINES:
+        return OneEpochContender(problem, seed, max_t, budget_trials * max_t, BASELINES[name])
     if name == HPBANDSTER_BOHB:
         return TuneContender(problem, "bohb", "hyperband", seed, max_t, budget_trials, workers, hpbandster=True)
     if name in OURS:
