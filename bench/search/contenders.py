@@ -83,7 +83,8 @@ class TuneContender:
     pauses it; a paused trial resumes when the scheduler picks it again (HyperBand's brackets)."""
 
     def __init__(self, problem: Problem, method: str, scheduler: str, seed: int, max_t: int, budget_trials: int,
-                 workers: int, hpbandster: bool = False, warm_start: str | None = None, run_cap: int | None = None):
+                 workers: int, hpbandster: bool = False, warm_start: str | None = None, run_cap: int | None = None,
+                 priors: dict[str, Any] | None = None):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.search.known_optimum import sweep_spec
@@ -93,7 +94,8 @@ class TuneContender:
 
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
                           problem.bounds, scheduler)
-        overrides = {k: v for k, v in {"warm_start": warm_start, "run_cap": run_cap}.items() if v is not None}
+        overrides = {k: v for k, v in {"warm_start": warm_start, "run_cap": run_cap, "priors": priors}.items()
+                     if v is not None}
         if overrides:  # a warm start is read below as a sweep's plan reads it
             spec = load_spec({**spec.source, **overrides})
         self.searcher, self.trials_left = registry.build_searcher(spec, read_warm_start(spec))

@@ -172,6 +172,10 @@ class SweepPlan:
             ]
         if self.warm is not None:
             lines.append(self.warm.describe())
+        if s.priors:
+            given = len(s.points_to_evaluate) + (len(self.warm.trials) if self.warm else 0)
+            lines.append(f"priors       {', '.join(prior.describe() for prior in s.priors)}")
+            lines.append(f"  {registry.describe_priors(s, given)}")
         sched = s.scheduler
         budget = (
             "no max_t: each program runs until it ends"

@@ -28,6 +28,10 @@ parameter's cumulative distribution (a log-uniform range on its log scale, as Co
 law unbounded or truncated), or its index among its values for a quantized range. So BOHB takes every
 form random search takes. Its state (the observations, the models, its random generator) saves and
 restores exactly.
+
+With the spec's priors (``prior``), its random configs are drawn from the declared laws times the beliefs,
+and the model's pick is weighed by them, both to a power that fades with its draws (πBO's rule,
+:mod:`tune_service.search.priors`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray.tune.search import Searcher
 
+from tune_service.search.priors import DEFAULT_BETA, PriorLaw, prior_weight
 from tune_service.search.spaces import sample_flat, support
 from tune_service.spec.parameters import ParameterSpec, round_to_q
 
@@ -123,6 +128,8 @@ class BOHBSearch(Searcher):
         random_fraction: float = 1 / 3,
         bandwidth_factor: float = 3,
         min_bandwidth: float = 1e-3,
+        prior: PriorLaw | None = None,
+        beta: float = DEFAULT_BETA,
     ):
         super().__init__(metric=metric, mode=mode)
         self.params = tuple(params)
@@ -136,12 +143,14 @@ class BOHBSearch(Searcher):
         self.random_fraction = random_fraction
         self.bandwidth_factor = bandwidth_factor
         self.min_bandwidth = min_bandwidth
+        self.prior, self.beta = prior, beta
         self.state: dict[str, Any] = {
             "rng": np.random.default_rng(seed),
             # Saved with the state: a resumed sweep's searcher is built without a warm start's earlier
             # trials (they were told at the start), and its count of points given counts them.
             "points": [dict(point) for point in points],
             "points_given": 0,
+            "drawn": 0,  # the configs of its own drawn so far: the prior's weight fades with them
             "live": {},  # trial id -> its config (flat) and the budgets it has been recorded at
             "observations": {},  # budget -> [(coordinates, loss)]
             "models": {},  # budget -> (good, bad) KernelDensity
@@ -155,7 +164,9 @@ class BOHBSearch(Searcher):
             config = dict(state["points"][state["points_given"]])
             state["points_given"] += 1
         else:
-            config = self._model_pick() or sample_flat(self.params, state["rng"])
+            state["drawn"] = state.get("drawn", 0) + 1  # a state saved before priors has no count
+            weight = prior_weight(state["drawn"], self.beta)
+            config = self._model_pick(weight) or self._random_config(weight)
         state["live"][trial_id] = (config, set())
         return dict(config)
 
@@ -249,9 +260,16 @@ class BOHBSearch(Searcher):
             filled[i] = datum
         return filled
 
-    def _model_pick(self) -> dict[str, Any] | None:
+    def _random_config(self, weight: float) -> dict[str, Any]:
+        """A random config: from the declared laws, times the prior to the power ``weight`` if any."""
+        if self.prior is None:
+            return sample_flat(self.params, self.state["rng"])
+        return self.prior.sample(self.state["rng"], weight)
+
+    def _model_pick(self, weight: float) -> dict[str, Any] | None:
         """hpbandster's ``get_config``, its candidates drawn at once: a config from the largest budget's
-        model, or None for a random one."""
+        model, or None for a random one. With a prior, the candidate that minimises ``g(x) / l(x)`` divided
+        by the prior to the power ``weight`` (πBO's weighting)."""
         from scipy.stats import truncnorm
 
         rng, models = self.state["rng"], self.state["models"]
@@ -270,4 +288,8 @@ class BOHBSearch(Searcher):
                 kept = rng.random(self.num_samples) < 1 - bw
                 candidates[:, k] = np.where(kept, np.floor(m), rng.integers(choices, size=self.num_samples))
         ratio = np.maximum(bad.pdf(candidates), 1e-32) / np.maximum(good.pdf(candidates), 1e-32)
-        return self._config(candidates[int(np.argmin(ratio))])
+        if self.prior is None:
+            return self._config(candidates[int(np.argmin(ratio))])
+        configs = [self._config(candidate) for candidate in candidates]
+        score = np.log(ratio) - np.array([self.prior.log_weight(config, weight) for config in configs])
+        return configs[int(np.argmin(score))]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from tune_service.errors import Problem, SpecError
-from tune_service.search import spaces, warm_start
+from tune_service.search import priors, spaces, warm_start
 from tune_service.search.warm_start import WarmStart
 from tune_service.spec import SweepSpec
 
@@ -39,7 +39,11 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
         if warm
         else []
     )
-    inner = builder(spec, [*told, *spaces.native_points(spec.searcher, spec.parameters, spec.points_to_evaluate)])
+    known = spaces.native_points(spec.searcher, spec.parameters, spec.points_to_evaluate)
+    drawn = spaces.native_points(
+        spec.searcher, spec.parameters, _start_up_from_priors(spec, len(told) + len(known)), "priors"
+    )
+    inner = builder(spec, [*told, *known, *drawn])
     decoder = spaces.Decoder(spec.parameters)
     # The TPEs need telling a trial the scheduler stopped from one that ran its budget (BOHB models the
     # budgets itself), and only under a scheduler that stops trials (under FIFO a short trial ended by
@@ -107,7 +111,14 @@ def _random(spec: SweepSpec, points: list[dict[str, Any]]):
     from tune_service.search.searchers import RandomSearch
 
     spaces.check_random(spec.parameters)
-    return RandomSearch(spec.parameters, seed=spec.seed, points=points)
+    return RandomSearch(spec.parameters, seed=spec.seed, points=points, **_prior(spec))
+
+
+def _prior(spec: SweepSpec) -> dict[str, Any]:
+    """The spec's priors as random search and BOHB take them (:mod:`~tune_service.search.priors`)."""
+    if not spec.priors:
+        return {}
+    return {"prior": priors.PriorLaw(spec.parameters, spec.priors), "beta": priors.decay(spec.run_cap)}
 
 
 def _grid(spec: SweepSpec, points: list[dict[str, Any]]):
@@ -131,6 +142,34 @@ def _hyperopt(spec: SweepSpec, points: list[dict[str, Any]]):
     )
 
 
+def describe_priors(spec: SweepSpec, given: int) -> str:
+    """How the sweep's searcher uses its priors (the plan's line), ``given`` points told to it first."""
+    if spec.searcher in _START_UP:
+        count = len(_start_up_from_priors(spec, given))
+        return (
+            f"the TPE's first {count} config(s) (its random start-up) drawn from them; it learns from them as "
+            f"from the rest, so their share of what it has seen fades as 1/n"
+        )
+    power = f"to the power min(1, {priors.decay(spec.run_cap):g}/n) at its n-th config"
+    if spec.searcher == "bohb":
+        return (
+            f"BOHB's random configs drawn from the declared laws times the priors, its model's picks weighed "
+            f"by them, {power}"
+        )
+    return f"each config drawn from the declared laws times the priors {power}"
+
+
+def _start_up_from_priors(spec: SweepSpec, given: int) -> list[dict[str, Any]]:
+    """A TPE's start-up configs drawn from the spec's priors (flat): as many as its random start-up
+    configs that the ``given`` points (earlier trials, known points) leave to draw. None for the
+    searchers that weigh each draw themselves (random, BOHB) or draw none (grid)."""
+    start_up = _START_UP.get(spec.searcher)
+    if not spec.priors or start_up is None:
+        return []
+    law = priors.PriorLaw(spec.parameters, spec.priors)
+    return priors.start_up_draws(law, spec.seed, max(0, start_up(spec) - given))
+
+
 def _initial_points(spec: SweepSpec) -> int:
     """Random configs before TPE takes over: hyperopt's default of 20 would make a short sweep random."""
     return max(2, min(20, (spec.run_cap or 10) // 3))
@@ -147,7 +186,13 @@ def _bohb(spec: SweepSpec, points: list[dict[str, Any]]):
         seed=spec.seed,
         time_attr=spec.scheduler.time_attr,
         points=points,
+        **_prior(spec),
     )
+
+
+def _optuna_start_up(spec: SweepSpec) -> int:
+    """Optuna's default of 10 random trials before TPE, fewer in a short sweep (as for hyperopt)."""
+    return min(10, _initial_points(spec))
 
 
 def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
@@ -161,12 +206,11 @@ def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
 
     space = spaces.OptunaSpace(spec.parameters)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not a line per trial on the console
-    # Optuna's default of 10 random trials before TPE, fewer in a short sweep (as for hyperopt). Its TPE
-    # stated rather than left to the installed major (the extra allows 4 and 5): multivariate, with the
-    # constant liar for trials still running (Optuna 5's defaults for one objective, and what the
+    # Its TPE stated rather than left to the installed major (the extra allows 4 and 5): multivariate, with
+    # the constant liar for trials still running (Optuna 5's defaults for one objective, and what the
     # search-quality benchmark measured; Optuna 4 defaults to neither).
     sampler = optuna.samplers.TPESampler(
-        seed=spec.seed, n_startup_trials=min(10, _initial_points(spec)), multivariate=True, constant_liar=True
+        seed=spec.seed, n_startup_trials=_optuna_start_up(spec), multivariate=True, constant_liar=True
     )
     return OptunaSearch(
         space=space,
@@ -186,6 +230,8 @@ _SEARCHERS: dict[str, Callable[[SweepSpec, list[dict[str, Any]]], Any]] = {
     "bohb": _bohb,
     "optuna": _optuna,
 }
+#: The TPEs' number of random start-up configs, which the spec's priors draw instead.
+_START_UP: dict[str, Callable[[SweepSpec], int]] = {"hyperopt": _initial_points, "optuna": _optuna_start_up}
 #: How a searcher hears of a trial that a stopping scheduler ended short of ``max_t``
 #: (:class:`~tune_service.search.wrappers.FidelityCorrected`); the others hear its last result as it is.
 _STOPPED_TRIALS = {"hyperopt": "as_worst_completed", "optuna": "as_pruned"}

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from ray.tune.search import Searcher
 
+from tune_service.search.priors import DEFAULT_BETA, PriorLaw, prior_weight
 from tune_service.search.spaces import grid_points, grid_size, sample_flat
 from tune_service.spec.parameters import ParameterSpec
 
@@ -61,23 +62,40 @@ class _Unguided(Searcher):
 
 class RandomSearch(_Unguided):
     """Independent draws from the declared distributions (:func:`tune_service.search.spaces.sample_flat`),
-    from a generator seeded by the spec's ``seed``."""
+    from a generator seeded by the spec's ``seed``. With ``prior`` (the spec's priors), the n-th draw is
+    from the declared laws times the beliefs to the power ``min(1, beta / n)``
+    (:mod:`tune_service.search.priors`)."""
 
-    def __init__(self, params: Sequence[ParameterSpec], seed: int, points: Sequence[dict[str, Any]] = ()):
+    def __init__(
+        self,
+        params: Sequence[ParameterSpec],
+        seed: int,
+        points: Sequence[dict[str, Any]] = (),
+        prior: PriorLaw | None = None,
+        beta: float = DEFAULT_BETA,
+    ):
         import numpy as np
 
         super().__init__(points)
         self.params = tuple(params)
         self.rng = np.random.default_rng(seed)
+        self.prior, self.beta = prior, beta
+        self.drawn = 0
 
     def own_suggestion(self) -> dict[str, Any]:
-        return sample_flat(self.params, self.rng)
+        self.drawn += 1
+        if self.prior is None:
+            return sample_flat(self.params, self.rng)
+        return self.prior.sample(self.rng, prior_weight(self.drawn, self.beta))
 
     def own_state(self) -> Any:
-        return self.rng.bit_generator.state
+        return {"rng": self.rng.bit_generator.state, "drawn": self.drawn}
 
     def restore_own_state(self, state: Any) -> None:
-        self.rng.bit_generator.state = state
+        if "drawn" not in state:  # saved before priors: the generator's state alone
+            state = {"rng": state, "drawn": 0}
+        self.rng.bit_generator.state = state["rng"]
+        self.drawn = state["drawn"]
 
 
 class GridSearch(_Unguided):

@@ -1,7 +1,8 @@
 """Parameter specs -> each searcher's native search space, built directly rather than through Ray's
 converters (which drop quantization, bias integer ends, ignore bounds and hand back numpy scalars).
 
-- :func:`sample_flat`: one random draw, for random search (inverse-CDF sampling of the declared law).
+- :func:`sample_flat`, :func:`sample_value`: one random draw, for random search (inverse-CDF sampling of the
+  declared law).
 - :func:`grid_points`, :func:`grid_size`: a grid's points, drawn one at a time, and how many run.
 - :func:`hyperopt_space`: a hyperopt space for TPE, conditions as nested choices.
 - :class:`OptunaSpace`: a define-by-run space for Optuna's TPE, conditions as questions not asked.
@@ -92,28 +93,32 @@ def check_random(params: Iterable[ParameterSpec]) -> None:
 
 
 def sample_flat(params: Sequence[ParameterSpec], rng) -> dict[str, Any]:
-    """One random config (flat, dotted names), parameters in file order, inactive ones left out.
+    """One random config (flat, dotted names), parameters in file order, inactive ones left out, each
+    value drawn by :func:`sample_value`."""
+    config: dict[str, Any] = {}
+    for p in params:
+        if p.active(config):
+            config[p.name] = sample_value(p, rng)
+    return config
+
+
+def sample_value(p: ParameterSpec, rng) -> Any:
+    """One value of ``p`` drawn from its declared law with the numpy generator ``rng``.
 
     Continuous laws are drawn by inverse CDF inside their bounds (so a truncated normal is exact);
     finite ones by their :func:`masses`; unbounded quantized ones are drawn and rounded to ``q``.
     """
-    config: dict[str, Any] = {}
-    for p in params:
-        if not p.active(config):
-            continue
-        values = support(p)
-        if values is not None:
-            config[p.name] = values[int(rng.choice(len(values), p=masses(p)))]
-            continue
-        s = p.shape
-        law = s.law()
-        lo = law.cdf(s.low) if s.low is not None else 0.0
-        hi = law.cdf(s.high) if s.high is not None else 1.0
-        x = float(law.ppf(rng.uniform(lo, hi)))
-        if s.low is not None and s.high is not None:  # ppf's last ulp must not step outside the inclusive bounds
-            x = min(max(x, s.low), s.high)
-        config[p.name] = round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
-    return config
+    values = support(p)
+    if values is not None:
+        return values[int(rng.choice(len(values), p=masses(p)))]
+    s = p.shape
+    law = s.law()
+    lo = law.cdf(s.low) if s.low is not None else 0.0
+    hi = law.cdf(s.high) if s.high is not None else 1.0
+    x = float(law.ppf(rng.uniform(lo, hi)))
+    if s.low is not None and s.high is not None:  # ppf's last ulp must not step outside the inclusive bounds
+        x = min(max(x, s.low), s.high)
+    return round_to_q(round(x / s.q) * s.q, s.q) if s.q is not None else x
 
 
 # -- grid search ------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from tune_service.spec.parameter_reading import read_parameters
+from tune_service.spec.priors import CONFIDENCES
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_NOTED_KEYS, SweepSpec
@@ -84,6 +85,27 @@ TYPES: dict[str, dict] = {
     "run_cap": _nullable(_integer(1)),
     "points_to_evaluate": {"type": "array", "minItems": 1, "items": {"type": "object", "minProperties": 1}},
     "warm_start": {"type": "string", "pattern": r"\S"},
+    "priors": {
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": {
+            "anyOf": [
+                {"not": {"type": "object"}},
+                {
+                    "type": "object",
+                    "required": ["value"],
+                    "properties": {
+                        "value": {"description": "The most likely value: one the parameter can take."},
+                        "confidence": {
+                            **_choice(tuple(CONFIDENCES)),
+                            "description": "How sure: low, medium or high (NePS's 0.25, 0.5, 0.75); default medium.",
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+            ]
+        },
+    },
     "task": {"type": "string", "pattern": r"\S"},
     "seed": _integer(0),
     "project": _NAME,
@@ -191,6 +213,10 @@ DESCRIPTIONS: dict[str, str] = {
     "warm_start": "An earlier sweep's experiment (its directory, or its s3:// URI): its finished trials are told "
     "to the searcher (bayes, optuna or bohb) before the first trial, as if it had run them; each earlier "
     "trial whose values lie in this sweep's space and that reported the metric, the others left out.",
+    "priors": "What you believe of some searched parameters, by name (dotted for nested ones): a most likely "
+    "value, or `{value: V, confidence: low|medium|high}` (default medium); random, bayes, optuna and bohb draw "
+    "more of their configs near it early on, less as the sweep learns. A block of its own, so `parameters:` "
+    "stays W&B's grammar.",
     "parameters": "The hyperparameters, by name, in W&B's parameter grammar (see Parameters); a `parameters:` "
     "group or a dotted name nests them in each trial's config.",
     "early_terminate": "W&B's early stopping (`type: hyperband`), read as the scheduler it maps to "
@@ -340,8 +366,9 @@ DESCRIPTIONS: dict[str, str] = {
     "a trial of its own (1: each trial alone).",
 }
 
-#: Keys whose default is no value to write: the name (the spec file's), no known points, no warm start.
-_NO_DEFAULT = ("name", "points_to_evaluate", "warm_start")
+#: Keys whose default is no value to write: the name (the spec file's), no known points, no warm start, no
+#: priors.
+_NO_DEFAULT = ("name", "points_to_evaluate", "warm_start", "priors")
 #: Keys whose default another field of the typed spec holds: that field's dotted path, and its value as
 #: written in a spec.
 _DEFAULT_FROM: dict[str, tuple[str, Callable[[Any], Any]]] = {

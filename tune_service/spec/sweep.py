@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tune_service.spec.parameters import ParameterSpec
+from tune_service.spec.priors import PriorSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import WandbSettings
 
@@ -234,6 +235,9 @@ class SweepSpec:
     #: An earlier sweep's experiment (a directory or a URI) whose trials the searcher is told first
     #: (:mod:`~tune_service.search.warm_start`); None: the searcher starts cold.
     warm_start: str | None = None
+    #: What the user believes of some parameters (``priors:``), in parameter order
+    #: (:mod:`~tune_service.spec.priors`); empty: every draw follows the declared laws.
+    priors: tuple[PriorSpec, ...] = ()
     notes: tuple[str, ...] = ()
     #: The document this spec was validated from (overrides applied): what a resumed sweep reloads.
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

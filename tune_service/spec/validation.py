@@ -15,6 +15,8 @@ from typing import Any
 from tune_service.errors import SpecError
 from tune_service.spec.configs import flatten
 from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
+from tune_service.spec.priors import KEY as PRIORS_KEY
+from tune_service.spec.priors import read_priors
 from tune_service.spec.known_points import read_known_points
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
@@ -76,6 +78,7 @@ TOP_LEVEL_KEYS = (
     "limits",
     KNOWN_POINTS_KEY,
     "warm_start",
+    PRIORS_KEY,
     *WANDB_AGENT_KEYS,
     *WANDB_NOTED_KEYS,
 )
@@ -173,6 +176,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     run_cap = _run_cap(check, raw.get("run_cap"), method)
     points_to_evaluate = read_known_points(check, raw.get(KNOWN_POINTS_KEY), parameters, run_cap)
     warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared)
+    priors = read_priors(check, raw.get(PRIORS_KEY), parameters, method)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
@@ -193,6 +197,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         parameters=parameters,
         points_to_evaluate=points_to_evaluate,
         warm_start=warm_start,
+        priors=priors,
         task=task,
         scheduler=scheduler,
         resources=resources,

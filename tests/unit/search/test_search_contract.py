@@ -1,7 +1,8 @@
 """One contract for every searcher and scheduler, driven through the calls Tune makes, without Ray
 running (as Syne Tune tests its schedulers): suggest, result, complete, save, restore.
 
-Searchers: every method the spec offers, built as a sweep builds it (``registry.build_searcher``).
+Searchers: every method the spec offers, built as a sweep builds it (``registry.build_searcher``), and
+every method that takes ``priors:`` with them.
 Each suggestion is a whole trial config in the spec's domain; a searcher saved mid-sweep and restored
 into a new one goes on exactly as the original would (the next suggestions are equal), so a resumed
 sweep neither repeats nor skips a configuration.
@@ -37,12 +38,15 @@ PARAMETERS = {
              "optimizer": {"parameters": {"momentum": {"values": [0.0, 0.9]}}}},
 }
 PARAMETERS["bayes"] = PARAMETERS["bohb"] = PARAMETERS["optuna"] = PARAMETERS["random"]
+#: Beliefs about the parameters above (``priors:``), a nested one by its dotted name.
+PRIORS = {"lr": {"value": 0.01, "confidence": "high"}, "hidden": 32, "optimizer.momentum": 0.5}
 
 
-def build(method: str, scheduler: dict | None = None):
+def build(method: str, scheduler: dict | None = None, priors: dict | None = None):
     default = {"type": "hyperband" if method == "bohb" else "fifo", "max_t": 3}
     spec = load_spec({"method": method, "run_cap": 12, "seed": 3, "metric": {"name": METRIC, "goal": "minimize"},
-                      "parameters": PARAMETERS[method], "scheduler": scheduler or default})
+                      "parameters": PARAMETERS[method], "scheduler": scheduler or default,
+                      **({"priors": priors} if priors else {})})
     searcher, num_trials = registry.build_searcher(spec)
     searcher.set_search_properties(METRIC, "min", {})  # what Tune does before the first suggestion
     return spec, searcher, num_trials
@@ -73,16 +77,19 @@ def run_trials(searcher: Searcher, ids: list[str]) -> list[dict]:
     return configs
 
 
-@pytest.mark.parametrize("method", ["random", "grid", "bayes", "bohb", "optuna"])
-def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(method, tmp_path):
-    _, searcher, num_trials = build(method)
+@pytest.mark.parametrize("method,priors", [
+    *((method, None) for method in ("random", "grid", "bayes", "bohb", "optuna")),
+    *((method, PRIORS) for method in ("random", "bayes", "bohb", "optuna")),
+])
+def test_a_searcher_suggests_whole_configs_in_the_domain_and_resumes_exactly(method, priors, tmp_path):
+    _, searcher, num_trials = build(method, priors=priors)
     assert num_trials == 12
     first = run_trials(searcher, [f"t{i}" for i in range(5)])
     assert all(in_domain(method, c) for c in first), first
     assert len({repr(sorted(c.items())) for c in first}) == 5  # no configuration twice
 
     searcher.save(str(tmp_path / "searcher.pkl"))
-    _, restored, _ = build(method)
+    _, restored, _ = build(method, priors=priors)
     restored.restore(str(tmp_path / "searcher.pkl"))
     ids = [f"t{i}" for i in range(5, 8)]
     assert run_trials(restored, ids) == run_trials(searcher, ids)

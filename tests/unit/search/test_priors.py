@@ -1,0 +1,210 @@
+"""Priors (``priors:``) in the searchers: what each draws, measured as distributions over many draws (a
+Kolmogorov-Smirnov or chi-square test against the law the docs state, and against the declared law it
+must differ from), never one draw; the fading of the belief with the draws (πBO's rule); BOHB's picks
+weighed by it; the TPEs' start-up configs drawn from it."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tune_service.execution.plan import make_plan
+from tune_service.execution.resources import ClusterResources
+from tune_service.search import registry
+from tune_service.search.bohb import BOHBSearch
+from tune_service.search.priors import PriorLaw, decay, prior_weight, start_up_draws
+from tune_service.search.searchers import RandomSearch
+from tune_service.search.wrappers import innermost
+from tune_service.spec import load_spec
+
+METRIC = "val_loss"
+LOW, HIGH = 1e-4, 1e-1
+PARAMETERS = {
+    "lr": {"distribution": "log_uniform_values", "min": LOW, "max": HIGH},
+    "hidden": {"values": [32, 64, 128]},
+    "batch_size": {"distribution": "q_uniform", "min": 16, "max": 128, "q": 16},
+    "dropout": {"min": 0.0, "max": 0.5},
+}
+PRIORS = {"lr": {"value": 3e-3, "confidence": "high"}, "hidden": 128, "batch_size": {"value": 32, "confidence": "low"}}
+
+
+def spec(method: str = "random", run_cap: int = 20, priors: dict | None = None, **extra):
+    return load_spec({"method": method, "run_cap": run_cap, "seed": 5, "metric": {"name": METRIC, "goal": "minimize"},
+                      "parameters": PARAMETERS, "priors": PRIORS if priors is None else priors,
+                      "scheduler": {"type": "hyperband" if method == "bohb" else "fifo", "max_t": 3}, **extra})
+
+
+def unit(lr: float) -> float:
+    """lr on its log-uniform range's [0, 1] scale, where its belief is a normal."""
+    return (math.log(lr) - math.log(LOW)) / (math.log(HIGH) - math.log(LOW))
+
+
+def belief_cdf(spread: float):
+    """The CDF of the belief about lr on its [0, 1] scale: a normal around 3e-3, truncated to [0, 1]."""
+    centre = unit(3e-3)
+    return stats.truncnorm(-centre / spread, (1 - centre) / spread, loc=centre, scale=spread).cdf
+
+
+def test_a_belief_over_a_range_is_a_normal_on_its_scale_whose_spread_grows_as_it_fades():
+    law = PriorLaw(spec().parameters, spec().priors)
+    rng = np.random.default_rng(0)
+    for weight in (1.0, 0.5):
+        u = [unit(law.sample(rng, weight)["lr"]) for _ in range(4000)]
+        spread = 0.25 / math.sqrt(weight)  # high confidence: 1 - 0.75; to the power w, a normal sqrt(1/w) wider
+        assert stats.kstest(u, belief_cdf(spread)).pvalue > 1e-3, weight
+        assert stats.kstest(u, "uniform").pvalue < 1e-6, weight  # not the declared law
+        assert stats.kstest(u, belief_cdf(0.25 if weight < 1 else 0.5)).pvalue < 1e-4, weight  # not another spread
+    u = [unit(law.sample(rng, 0.0)["lr"]) for _ in range(3000)]
+    assert stats.kstest(u, "uniform").pvalue > 1e-3  # faded away: the declared law
+
+
+def test_a_belief_over_values_gives_the_value_its_confidence_and_weighs_declared_probabilities():
+    rng = np.random.default_rng(1)
+    law = PriorLaw(spec().parameters, spec().priors)
+    for weight, expected in ((1.0, [0.25, 0.25, 0.5]), (0.5, None)):
+        if expected is None:  # each value's belief to the power 0.5: 0.25 ** 0.5, 0.25 ** 0.5, 0.5 ** 0.5
+            tilted = np.array([0.5, 0.5, math.sqrt(0.5)])
+            expected = list(tilted / tilted.sum())
+        drawn = [law.sample(rng, weight)["hidden"] for _ in range(3000)]
+        counts = [drawn.count(v) for v in (32, 64, 128)]
+        assert stats.chisquare(counts, np.array(expected) * 3000).pvalue > 1e-3, (weight, counts)
+    weighted = load_spec({"method": "random", "metric": {"name": METRIC, "goal": "minimize"},
+                          "parameters": {"hidden": {"values": [32, 64, 128], "probabilities": [0.6, 0.3, 0.1]}},
+                          "priors": {"hidden": {"value": 128, "confidence": "high"}}})
+    law = PriorLaw(weighted.parameters, weighted.priors)
+    drawn = [law.sample(rng, 1.0)["hidden"] for _ in range(3000)]
+    tilted = np.array([0.6 * 0.125, 0.3 * 0.125, 0.1 * 0.75])  # declared mass times belief (0.75; 0.25 / 2 each)
+    counts = [drawn.count(v) for v in (32, 64, 128)]
+    assert stats.chisquare(counts, tilted / tilted.sum() * 3000).pvalue > 1e-3, counts
+
+
+def test_a_belief_over_a_quantized_range_weighs_each_multiple_by_the_normal_at_it():
+    rng = np.random.default_rng(2)
+    law = PriorLaw(spec().parameters, spec().priors)
+    values = list(range(16, 129, 16))
+    drawn = [law.sample(rng, 1.0)["batch_size"] for _ in range(4000)]
+    # low confidence: spread 0.75 on the range's scale; the multiples equally likely before the belief
+    u = [(v - 16) / (128 - 16) for v in values]
+    belief = np.exp(-0.5 * ((np.array(u) - u[1]) / 0.75) ** 2)
+    counts = [drawn.count(v) for v in values]
+    assert stats.chisquare(counts, belief / belief.sum() * 4000).pvalue > 1e-3, counts
+    assert stats.chisquare(counts).pvalue < 1e-6  # not equally likely
+
+
+def test_random_search_draws_its_nth_config_with_the_belief_to_the_power_beta_over_n():
+    s = spec(run_cap=20)  # beta: a tenth of the sweep's trials, 2
+    assert decay(20) == 2 and decay(None) == 10 and decay(5) == 1
+    assert [prior_weight(n, 2) for n in (1, 2, 4, 20)] == [1, 1, 0.5, 0.1]
+    first, twentieth = [], []
+    for seed in range(500):
+        search = RandomSearch(s.parameters, seed, prior=PriorLaw(s.parameters, s.priors), beta=2)
+        draws = [search.suggest(f"t{i}") for i in range(20)]
+        first.append(unit(draws[0]["lr"]))
+        twentieth.append(unit(draws[19]["lr"]))
+    assert stats.kstest(first, belief_cdf(0.25)).pvalue > 1e-3
+    assert stats.kstest(twentieth, belief_cdf(0.25 / math.sqrt(0.1))).pvalue > 1e-3
+    assert stats.kstest(twentieth, belief_cdf(0.25)).pvalue < 1e-6
+
+
+def test_random_search_with_priors_resumes_its_fading_exactly(tmp_path):
+    s = spec(run_cap=20)
+    search, _ = registry.build_searcher(s)
+    search.set_search_properties(METRIC, "min", {})
+    for i in range(7):
+        search.suggest(f"t{i}")
+    search.save(str(tmp_path / "s.pkl"))
+    restored, _ = registry.build_searcher(s)
+    restored.set_search_properties(METRIC, "min", {})
+    restored.restore(str(tmp_path / "s.pkl"))
+    assert innermost(restored).drawn == 7
+    assert [restored.suggest(f"u{i}") for i in range(5)] == [search.suggest(f"u{i}") for i in range(5)]
+
+
+def bohb_with_a_model(prior: bool) -> BOHBSearch:
+    """A BOHB whose model has seen 20 configs at budget 1, the best near lr = 1e-2 (with ``prior``: the
+    spec's, which believes 3e-3)."""
+    s = spec("bohb")
+    search = BOHBSearch(s.parameters, METRIC, "min", seed=7,
+                        **({"prior": PriorLaw(s.parameters, s.priors), "beta": 2.0} if prior else {}))
+    rng = np.random.default_rng(3)
+    for i in range(20):
+        config = {"lr": float(10 ** rng.uniform(-4, -1)), "hidden": int(rng.choice([32, 64, 128])),
+                  "batch_size": int(rng.choice(range(16, 129, 16))), "dropout": float(rng.uniform(0, 0.5))}
+        search.state["live"][f"s{i}"] = (config, set())
+        search.on_trial_result(f"s{i}", {METRIC: abs(math.log10(config["lr"]) + 2), "hyperband_info": {"budget": 1}})
+    assert search.state["models"], "the model is built"
+    return search
+
+
+def test_bohb_picks_among_its_models_candidates_the_one_the_belief_weighs_up():
+    """From the same state, so the same candidates: the pick with the prior is never less likely under the
+    belief than the pick without (it minimises g/l divided by the belief), and more likely in a good share of
+    them (in the others the model's best candidate is the belief's best too)."""
+    plain, weighed = bohb_with_a_model(prior=False), bohb_with_a_model(prior=True)
+    law = weighed.prior
+    better = picks = 0
+    for draw in range(60):
+        state = pickle.dumps(weighed.state)
+        plain.state, weighed.state = pickle.loads(state), pickle.loads(state)
+        without, with_prior = plain._model_pick(1.0), weighed._model_pick(1.0)
+        if without is None:  # the random fraction, for both: the same generator
+            assert with_prior is None
+            continue
+        assert law.log_weight(with_prior, 1.0) >= law.log_weight(without, 1.0) - 1e-12
+        better += law.log_weight(with_prior, 1.0) > law.log_weight(without, 1.0)
+        picks += 1
+        weighed.state["rng"].random(draw + 1)  # on to other candidates
+    assert picks >= 30 and better >= picks // 5, (better, picks)
+
+
+def test_bohbs_random_configs_follow_the_belief():
+    s = spec("bohb")
+    first = []
+    for seed in range(600):
+        search = BOHBSearch(s.parameters, METRIC, "min", seed=seed, prior=PriorLaw(s.parameters, s.priors), beta=2.0)
+        first.append(unit(search.suggest("t0")["lr"]))  # no model yet: a random config, the belief at power 1
+    assert stats.kstest(first, belief_cdf(0.25)).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("method,start_up", [("bayes", 10), ("optuna", 10)])
+def test_a_tpe_starts_from_configs_drawn_from_the_belief_in_place_of_its_random_ones(method, start_up):
+    s = spec(method, run_cap=30)  # hyperopt's and Optuna's start-up: 10 configs for a sweep of 30
+    expected = start_up_draws(PriorLaw(s.parameters, s.priors), s.seed, start_up)
+    searcher, _ = registry.build_searcher(s)
+    searcher.set_search_properties(METRIC, "min", {})
+    suggested = []
+    for i in range(start_up + 2):
+        config = searcher.suggest(f"t{i}")
+        suggested.append(config)
+        searcher.on_trial_complete(f"t{i}", {METRIC: abs(math.log10(config["lr"]) + 2), "epoch": 3})
+    for got, want in zip(suggested, expected, strict=False):
+        assert got.keys() == want.keys() and all(got[k] == pytest.approx(want[k]) for k in want), (got, want)
+    assert suggested[start_up] != expected[-1]  # then its own
+
+    # Known points count among the start-up configs: the belief draws the rest.
+    with_points = spec(method, run_cap=30, points_to_evaluate=[{"lr": 0.01, "hidden": 32, "batch_size": 64,
+                                                                 "dropout": 0.1}])
+    assert registry._start_up_from_priors(with_points, 1) == expected[: start_up - 1]
+
+
+def test_a_tpe_start_up_from_the_belief_follows_it():
+    u = [unit(c["lr"]) for seed in range(300)
+         for c in start_up_draws(PriorLaw(spec().parameters, spec().priors), seed, 10)]
+    assert stats.kstest(u, belief_cdf(0.25)).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("method,use", [
+    ("random", "each config drawn from the declared laws times the priors to the power min(1, 2/n) at its n-th"),
+    ("bohb", "BOHB's random configs drawn from the declared laws times the priors, its model's picks weighed by"),
+    ("bayes", "the TPE's first 6 config(s) (its random start-up) drawn from them; it learns from them as from"),
+])
+def test_the_dry_run_shows_each_prior_and_how_the_searcher_uses_them(method, use):
+    lines = make_plan(spec(method), ClusterResources(2, 0, 2, 0)).describe().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("priors"))
+    assert lines[at] == ("priors       lr=0.003 (high confidence), hidden=128 (medium confidence), "
+                         "batch_size=32 (low confidence)")
+    assert lines[at + 1].startswith(f"  {use}")
