@@ -43,7 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray.tune.search import Searcher
 
-from tune_service.search.priors import DEFAULT_BETA, PriorLaw, prior_weight
+from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw
 from tune_service.search.spaces import sample_flat, support
 from tune_service.spec.parameters import ParameterSpec, round_to_q
 
@@ -143,14 +143,14 @@ class BOHBSearch(Searcher):
         self.random_fraction = random_fraction
         self.bandwidth_factor = bandwidth_factor
         self.min_bandwidth = min_bandwidth
-        self.prior, self.beta = prior, beta
+        self.guide = PriorGuide(prior, beta) if prior is not None else None
         self.state: dict[str, Any] = {
             "rng": np.random.default_rng(seed),
             # Saved with the state: a resumed sweep's searcher is built without a warm start's earlier
             # trials (they were told at the start), and its count of points given counts them.
             "points": [dict(point) for point in points],
             "points_given": 0,
-            "drawn": 0,  # the configs of its own drawn so far: the prior's weight fades with them
+            "prior": self.guide.state if self.guide else None,  # the priors' draws and evidence
             "live": {},  # trial id -> its config (flat) and the budgets it has been recorded at
             "observations": {},  # budget -> [(coordinates, loss)]
             "models": {},  # budget -> (good, bad) KernelDensity
@@ -164,8 +164,7 @@ class BOHBSearch(Searcher):
             config = dict(state["points"][state["points_given"]])
             state["points_given"] += 1
         else:
-            state["drawn"] = state.get("drawn", 0) + 1  # a state saved before priors has no count
-            weight = prior_weight(state["drawn"], self.beta)
+            weight = self.guide.next_weight() if self.guide else 0.0
             config = self._model_pick(weight) or self._random_config(weight)
         state["live"][trial_id] = (config, set())
         return dict(config)
@@ -190,6 +189,8 @@ class BOHBSearch(Searcher):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             loss = float(value) if self.mode == "min" else -float(value)
         self._observe(self._vector(config), budget, loss)
+        if self.guide is not None and math.isfinite(loss):
+            self.guide.record(trial_id, config, budget, loss)
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -200,6 +201,9 @@ class BOHBSearch(Searcher):
         with open(checkpoint_path, "rb") as f:
             self.state = pickle.load(f)
         self.state.setdefault("points", points)  # saved before the points were part of the state
+        if self.guide is not None:  # the guide works on the restored state's record (saved before priors: none)
+            self.guide.state = self.state.setdefault("prior", None) or self.guide.state
+            self.state["prior"] = self.guide.state
 
     # -- the model ---------------------------------------------------------------------------------
 
@@ -261,10 +265,10 @@ class BOHBSearch(Searcher):
         return filled
 
     def _random_config(self, weight: float) -> dict[str, Any]:
-        """A random config: from the declared laws, times the prior to the power ``weight`` if any."""
-        if self.prior is None:
+        """A random config: from the declared laws, or with priors as their guide draws it."""
+        if self.guide is None:
             return sample_flat(self.params, self.state["rng"])
-        return self.prior.sample(self.state["rng"], weight)
+        return self.guide.sample(self.state["rng"], weight)
 
     def _model_pick(self, weight: float) -> dict[str, Any] | None:
         """hpbandster's ``get_config``, its candidates drawn at once: a config from the largest budget's
@@ -288,8 +292,8 @@ class BOHBSearch(Searcher):
                 kept = rng.random(self.num_samples) < 1 - bw
                 candidates[:, k] = np.where(kept, np.floor(m), rng.integers(choices, size=self.num_samples))
         ratio = np.maximum(bad.pdf(candidates), 1e-32) / np.maximum(good.pdf(candidates), 1e-32)
-        if self.prior is None:
+        if self.guide is None or weight == 0:
             return self._config(candidates[int(np.argmin(ratio))])
         configs = [self._config(candidate) for candidate in candidates]
-        score = np.log(ratio) - np.array([self.prior.log_weight(config, weight) for config in configs])
+        score = np.log(ratio) - np.array([self.guide.law.log_weight(config, weight) for config in configs])
         return configs[int(np.argmin(score))]

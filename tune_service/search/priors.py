@@ -1,23 +1,29 @@
-"""The spec's priors (:mod:`tune_service.spec.priors`) in the searchers, by πBO's rule (Hvarfner et al.,
-"πBO: Augmenting Acquisition Functions with User Beliefs for Bayesian Optimization", ICLR 2022): a belief
-weighs the n-th config the searcher draws by ``prior(x) ** (beta / n)``, so it leads the first draws and
-fades as the sweep's own evidence grows. ``beta`` is πBO's choice, a tenth of the sweep's trials
-(:func:`decay`); the exponent is capped at 1, so no draw is surer of the belief than the user said.
+"""The spec's priors (:mod:`tune_service.spec.priors`) in the searchers. Two published rules, combined:
 
-- random search draws the n-th config from the declared laws times the tempered belief
-  (:meth:`PriorLaw.sample` at :func:`prior_weight`): over a range, a normal around the value on the range's
-  [0, 1] scale whose spread ``1 - confidence`` widens by ``sqrt(n / beta)`` once ``n > beta``; over a
-  list of values, each value's mass times its belief to that power;
-- BOHB draws its random configs the same way, and picks among its model's candidates the one that
-  minimises ``g(x) / (l(x) * prior(x) ** (beta / n))``: πBO's weighting of the acquisition;
-- the TPEs (hyperopt's, Optuna's) start from configs drawn from the belief in place of their random
-  start-up configs (:func:`start_up_draws`), and learn from them as from their own. The belief's share of
-  what the model has seen is then ``k / n`` after ``n`` trials (``k`` start-up draws): it fades at πBO's
-  rate, though it never reweights the TPE's own choice.
+- πBO's fading (Hvarfner et al., "πBO: Augmenting Acquisition Functions with User Beliefs for Bayesian
+  Optimization", ICLR 2022): the belief weighs the searcher's n-th config of its own by
+  ``prior(x) ** (beta / n)``, so it leads the first draws and fades as the sweep's own evidence grows;
+  ``beta`` is πBO's choice, a tenth of the sweep's trials (:func:`decay`), and the power is capped at 1,
+  so no draw is surer of the belief than the user said. Over a range, the belief to a power ``w`` is a
+  normal ``sqrt(1 / w)`` times wider; over values, each value's odds to that power.
+- PriorBand's mixture and test (Mallik et al., "PriorBand: Practical Hyperparameter Optimization in the
+  Age of Deep Learning", NeurIPS 2023), as at its lowest rung: half the draws from the belief, half from
+  the declared laws, and the belief dropped while the best configs so far are likelier under the declared
+  laws than under it (:class:`PriorGuide`; PriorBand tests its prior against its incumbent).
+
+Per searcher:
+
+- random search draws each config of its own through a :class:`PriorGuide`;
+- BOHB draws its random configs through one, and picks among its model's candidates the one that
+  minimises ``g(x) / (l(x) * prior(x) ** w)``, ``w`` the guide's power (πBO's weighting of the
+  acquisition; none once the belief is dropped);
+- the TPEs (hyperopt's, Optuna's) take their random start-up configs half from the belief, half from the
+  declared laws (:func:`start_up_draws`), and learn from them as from their own: the belief's share of
+  what the model has seen fades as ``1 / n``, and where it is wrong the start-up's other half shows it.
 
 A scheduler (ASHA, HyperBand) takes no prior of its own: it stops and promotes the trials the searcher
-draws. Every draw comes from the searcher's seeded generator, so a sweep with priors is reproducible and
-resumes exactly.
+draws. Every draw comes from the searcher's seeded generator, and a guide's state is saved with its
+searcher's, so a sweep with priors is reproducible and resumes exactly.
 """
 
 from __future__ import annotations
@@ -27,12 +33,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tune_service.search.spaces import masses, sample_value, support
+from tune_service.search.spaces import masses, sample_flat, sample_value, support
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.priors import PriorSpec
 
 #: πBO's beta without a run cap: the tenth of a hundred trials.
 DEFAULT_BETA = 10.0
+#: The share of a searcher's own draws taken from the beliefs while they stand: PriorBand's at its lowest
+#: rung (``1 - 1 / (1 + eta ** 0)``), the rest from the declared laws.
+PRIOR_SHARE = 0.5
+#: The beliefs are tested against the evidence once this many trials have reported ...
+EVIDENCE_AFTER = 8
+#: ... on at least this many of the best.
+EVIDENCE_TOP = 3
 
 
 def decay(run_cap: int | None) -> float:
@@ -51,13 +64,11 @@ class _Belief:
 
     def __init__(self, p: ParameterSpec, prior: PriorSpec):
         self.p = p
-        self.spread = 1.0 - prior.strength
+        self.spread = prior.spread
         self.values = support(p)
         if p.distribution == "categorical":
             assert self.values is not None
-            k = len(self.values)
-            others = math.log((1 - prior.strength) / (k - 1)) if k > 1 else 0.0
-            self.log_belief = np.array([math.log(prior.strength) if v == prior.value else others for v in self.values])
+            self.log_belief = np.array([math.log(prior.odds) if v == prior.value else 0.0 for v in self.values])
             return
         s = p.shape
         assert s.low is not None and s.high is not None, f"{p.name}: a prior needs a bounded range"
@@ -78,6 +89,17 @@ class _Belief:
         if self.values is not None:
             return float(self.log_belief[self.values.index(value)])
         return self._log_normal(self._unit(value))
+
+    def log_ratio(self, value: Any) -> float:
+        """The log of how much likelier ``value`` is under the belief as stated than under the declared
+        law alone (both normalised): above 0 where the belief expects values."""
+        from scipy.stats import norm
+
+        if self.values is not None:
+            normaliser = float(np.dot(masses(self.p), np.exp(self.log_belief)))
+            return float(self.log_belief[self.values.index(value)]) - math.log(normaliser)
+        inside = norm.cdf((1 - self.centre) / self.spread) - norm.cdf(-self.centre / self.spread)
+        return self._log_normal(self._unit(value)) - math.log(self.spread * math.sqrt(2 * math.pi) * inside)
 
     def sample(self, rng: np.random.Generator, weight: float) -> Any:
         if self.values is not None:
@@ -118,15 +140,64 @@ class PriorLaw:
                 config[p.name] = belief.sample(rng, weight) if belief else sample_value(p, rng)
         return config
 
+    def log_ratio(self, config: dict[str, Any]) -> float:
+        """The log of how much likelier ``config`` is under the beliefs than under the declared laws."""
+        return sum(b.log_ratio(config[name]) for name, b in self.beliefs.items() if name in config)
+
     def log_weight(self, config: dict[str, Any], weight: float) -> float:
         """``weight`` times the log of the beliefs at ``config`` (up to a constant; a parameter inactive in
         ``config`` adds nothing): πBO's weight of a candidate, as a log."""
         return weight * sum(b.log_density(config[name]) for name, b in self.beliefs.items() if name in config)
 
 
+class PriorGuide:
+    """How a searcher that draws configs of its own (random search, BOHB) uses the priors, as PriorBand does
+    at its lowest rung (Mallik et al., "PriorBand: Practical Hyperparameter Optimization in the Age of Deep
+    Learning", NeurIPS 2023): each draw is from the beliefs with probability :data:`PRIOR_SHARE`, else from
+    the declared laws; the beliefs to πBO's fading power (:func:`prior_weight` of the draws so far); and only
+    while the evidence bears them out (:meth:`believed`). Its state (draws so far, what each trial reported)
+    is plain data, saved with the searcher's."""
+
+    def __init__(self, law: PriorLaw, beta: float):
+        self.law, self.beta = law, beta
+        self.state: dict[str, Any] = {"drawn": 0, "seen": {}}
+
+    def next_weight(self) -> float:
+        """The power of the beliefs on the searcher's next config of its own, counted as drawn: πBO's
+        :func:`prior_weight`, or 0 once the evidence is against them."""
+        self.state["drawn"] += 1
+        return prior_weight(self.state["drawn"], self.beta) if self.believed() else 0.0
+
+    def sample(self, rng: np.random.Generator, weight: float) -> dict[str, Any]:
+        """A config (flat): from the beliefs to the power ``weight`` with probability :data:`PRIOR_SHARE`
+        (none once ``weight`` is 0), else from the declared laws."""
+        if weight > 0 and rng.random() < PRIOR_SHARE:
+            return self.law.sample(rng, weight)
+        return sample_flat(self.law.params, rng)
+
+    def record(self, trial_id: str, config: dict[str, Any], time: float, loss: float) -> None:
+        """A report of ``trial_id`` (``config`` flat): its ``loss`` (lower is better) at ``time`` (its
+        epoch or step); a later report replaces an earlier one."""
+        self.state["seen"][trial_id] = (config, float(time), float(loss))
+
+    def believed(self) -> bool:
+        """Whether the configs that did best are likelier under the beliefs than under the declared laws
+        (PriorBand's test of its prior, with the declared laws in place of its incumbent): the best quarter
+        (at least :data:`EVIDENCE_TOP`) of the trials that reported, those that went furthest first (a
+        scheduler promotes the better), then by loss, must have a mean log likelihood ratio above 0. Until
+        :data:`EVIDENCE_AFTER` trials have reported, the beliefs stand."""
+        seen = list(self.state["seen"].values())
+        if len(seen) < EVIDENCE_AFTER:
+            return True
+        ranked = sorted(seen, key=lambda record: (-record[1], record[2]))
+        best = ranked[: max(EVIDENCE_TOP, len(ranked) // 4)]
+        return sum(self.law.log_ratio(config) for config, _, _ in best) > 0
+
+
 def start_up_draws(law: PriorLaw, seed: int, count: int) -> list[dict[str, Any]]:
-    """``count`` configs drawn from the beliefs as stated: a TPE's start-up configs. Their own stream of the
-    sweep's ``seed``, so that the same spec draws the same ones (a resumed sweep rebuilds its searcher with
-    them)."""
+    """``count`` start-up configs of a TPE: every other one drawn from the beliefs as stated, the others
+    from the declared laws (PriorBand's half and half at its lowest rung), so that the TPE's model sees
+    where the beliefs are wrong too. Their own stream of the sweep's ``seed``, so that the same spec draws
+    the same ones (a resumed sweep rebuilds its searcher with them)."""
     rng = np.random.default_rng([seed, 0x9B0])
-    return [law.sample(rng, 1.0) for _ in range(count)]
+    return [law.sample(rng, 1.0 if index % 2 == 0 else 0.0) for index in range(count)]

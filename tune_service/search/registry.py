@@ -111,7 +111,15 @@ def _random(spec: SweepSpec, points: list[dict[str, Any]]):
     from tune_service.search.searchers import RandomSearch
 
     spaces.check_random(spec.parameters)
-    return RandomSearch(spec.parameters, seed=spec.seed, points=points, **_prior(spec))
+    return RandomSearch(
+        spec.parameters,
+        seed=spec.seed,
+        points=points,
+        metric=spec.metric.name,
+        mode=spec.metric.mode,
+        time_attr=spec.scheduler.time_attr,
+        **_prior(spec),
+    )
 
 
 def _prior(spec: SweepSpec) -> dict[str, Any]:
@@ -147,16 +155,16 @@ def describe_priors(spec: SweepSpec, given: int) -> str:
     if spec.searcher in _START_UP:
         count = len(_start_up_from_priors(spec, given))
         return (
-            f"the TPE's first {count} config(s) (its random start-up) drawn from them; it learns from them as "
-            f"from the rest, so their share of what it has seen fades as 1/n"
+            f"the TPE's {count} random start-up config(s) drawn half from them, half from the declared laws; it "
+            f"learns from them as from the rest, so their share of what it has seen fades as 1/n"
         )
-    power = f"to the power min(1, {priors.decay(spec.run_cap):g}/n) at its n-th config"
+    rule = (
+        f"half from them (to the power min(1, {priors.decay(spec.run_cap):g}/n) at the n-th), half from the "
+        f"declared laws, until the best configs are likelier without them"
+    )
     if spec.searcher == "bohb":
-        return (
-            f"BOHB's random configs drawn from the declared laws times the priors, its model's picks weighed "
-            f"by them, {power}"
-        )
-    return f"each config drawn from the declared laws times the priors {power}"
+        return f"BOHB's random configs drawn {rule}; its model's picks weighed by them to the same power"
+    return f"each config drawn {rule}"
 
 
 def _start_up_from_priors(spec: SweepSpec, given: int) -> list[dict[str, Any]]:

@@ -9,12 +9,13 @@ Searcher's state is saved with the experiment, so a resumed sweep continues the 
 from __future__ import annotations
 
 import itertools
+import math
 import pickle
 from typing import Any, Sequence
 
 from ray.tune.search import Searcher
 
-from tune_service.search.priors import DEFAULT_BETA, PriorLaw, prior_weight
+from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw
 from tune_service.search.spaces import grid_points, grid_size, sample_flat
 from tune_service.spec.parameters import ParameterSpec
 
@@ -62,9 +63,9 @@ class _Unguided(Searcher):
 
 class RandomSearch(_Unguided):
     """Independent draws from the declared distributions (:func:`tune_service.search.spaces.sample_flat`),
-    from a generator seeded by the spec's ``seed``. With ``prior`` (the spec's priors), the n-th draw is
-    from the declared laws times the beliefs to the power ``min(1, beta / n)``
-    (:mod:`tune_service.search.priors`)."""
+    from a generator seeded by the spec's ``seed``. With ``prior`` (the spec's priors), its draws follow a
+    :class:`~tune_service.search.priors.PriorGuide`, which hears every report (``metric`` and ``mode``:
+    the value and its direction; ``time_attr``: the report's clock) to test the beliefs against them."""
 
     def __init__(
         self,
@@ -73,29 +74,55 @@ class RandomSearch(_Unguided):
         points: Sequence[dict[str, Any]] = (),
         prior: PriorLaw | None = None,
         beta: float = DEFAULT_BETA,
+        metric: str | None = None,
+        mode: str | None = None,
+        time_attr: str = "training_iteration",
     ):
         import numpy as np
 
         super().__init__(points)
         self.params = tuple(params)
         self.rng = np.random.default_rng(seed)
-        self.prior, self.beta = prior, beta
-        self.drawn = 0
+        self.guide = PriorGuide(prior, beta) if prior is not None else None
+        self.prior_metric, self.prior_mode, self.time_attr = metric, mode, time_attr
+        self.live: dict[str, dict[str, Any]] = {}  # with a prior: each running trial's config
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
+        config = super().suggest(trial_id)
+        if self.guide is not None and isinstance(config, dict):
+            self.live[trial_id] = dict(config)
+        return config
 
     def own_suggestion(self) -> dict[str, Any]:
-        self.drawn += 1
-        if self.prior is None:
+        if self.guide is None:
             return sample_flat(self.params, self.rng)
-        return self.prior.sample(self.rng, prior_weight(self.drawn, self.beta))
+        return self.guide.sample(self.rng, self.guide.next_weight())
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if self.guide is None or trial_id not in self.live:
+            return
+        value = result.get(self.prior_metric or "")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            time = result.get(self.time_attr, result.get("training_iteration", 0))
+            self.guide.record(trial_id, self.live[trial_id], time, value if self.prior_mode != "max" else -value)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and not error:
+            self.on_trial_result(trial_id, result)
+        self.live.pop(trial_id, None)
 
     def own_state(self) -> Any:
-        return {"rng": self.rng.bit_generator.state, "drawn": self.drawn}
+        state = {"rng": self.rng.bit_generator.state}
+        if self.guide is not None:
+            state.update(guide=self.guide.state, live=self.live)
+        return state
 
     def restore_own_state(self, state: Any) -> None:
-        if "drawn" not in state:  # saved before priors: the generator's state alone
-            state = {"rng": state, "drawn": 0}
+        if "rng" not in state:  # saved before priors: the generator's state alone
+            state = {"rng": state}
         self.rng.bit_generator.state = state["rng"]
-        self.drawn = state["drawn"]
+        if self.guide is not None and "guide" in state:
+            self.guide.state, self.live = state["guide"], state["live"]
 
 
 class GridSearch(_Unguided):

@@ -8,10 +8,11 @@ that ``parameters:`` stays in W&B's grammar and a W&B file stays valid with the 
 
 A prior names a searched parameter of the sweep (dotted where it is nested: ``optimizer.lr``; a mapping is
 always a belief, never a group) and a value that parameter can take (the rules of ``points_to_evaluate``).
-Its confidence is low, medium or high, read as NePS reads it (0.25, 0.5, 0.75): over a range, a normal
-around the value whose spread is ``1 - confidence`` of the range (on the range's own scale: a log-uniform
-range's log, as the declared law maps it to [0, 1]); over ``values``, the value gets that share of the mass
-and the others share the rest. A parameter whose distribution is itself a belief (normal, log_normal, beta)
+Its confidence is low, medium or high, read as NePS read it for PriorBand (``neps`` 0.x, whose figures
+PriorBand's paper reports): over a range, a normal around the value whose spread is 0.5, 0.25 or 0.125 of
+the range (on the range's own scale: a log-uniform range's log, as the declared law maps it to [0, 1]); over
+``values``, the value 1.1, 1.75 or 2.5 times as likely as each other value.
+A parameter whose distribution is itself a belief (normal, log_normal, beta)
 takes no prior: its law already says it. How each searcher uses a prior is :mod:`tune_service.search.priors`.
 """
 
@@ -26,8 +27,12 @@ from tune_service.spec.parameters import BETA_FORMS, NORMAL_FORMS, ParameterSpec
 from tune_service.spec.rules import Checker
 
 KEY = "priors"
-#: NePS's reading of each confidence (``neps.sampling.priors``): the share of mass, or 1 - the spread.
-CONFIDENCES = {"low": 0.25, "medium": 0.5, "high": 0.75}
+#: Each confidence as NePS 0.x reads it (``FloatParameter``, ``CategoricalParameter``): over a range, the
+#: normal's spread as a share of the range; over values, how many times as likely as each other value the
+#: believed one is.
+SPREADS = {"low": 0.5, "medium": 0.25, "high": 0.125}
+ODDS = {"low": 1.1, "medium": 1.75, "high": 2.5}
+CONFIDENCES = tuple(SPREADS)
 DEFAULT_CONFIDENCE = "medium"
 #: The methods whose searcher draws configs and so can weigh its draws by a prior (grid runs its points).
 METHODS = ("random", "bayes", "hyperopt", "optuna", "bohb")
@@ -44,9 +49,14 @@ class PriorSpec:
     confidence: str = DEFAULT_CONFIDENCE
 
     @property
-    def strength(self) -> float:
-        """The confidence as a number in (0, 1): the value's share of the mass, or 1 - the spread."""
-        return CONFIDENCES[self.confidence]
+    def spread(self) -> float:
+        """Over a range: the belief's normal spread, a share of the range on its [0, 1] scale."""
+        return SPREADS[self.confidence]
+
+    @property
+    def odds(self) -> float:
+        """Over values: how many times as likely as each other value the believed one is."""
+        return ODDS[self.confidence]
 
     def describe(self) -> str:
         return f"{self.name}={self.value!r} ({self.confidence} confidence)"
