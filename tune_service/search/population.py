@@ -49,6 +49,7 @@ from tune_service.search.population_journal import (
     PopulationHistory,
     append_decision,
     checkpoint_name,
+    checkpoint_path,
     journal_directory,
 )
 from tune_service.search.spaces import sample_flat, support
@@ -368,7 +369,7 @@ def _population_class(base: type, spec: SweepSpec, takes_turns: bool, history: P
                 if made.offered is not None:
                     # The checkpoint of this report, not Ray's save of the trial scheduled now, which comes
                     # to nothing if the trial pauses first (then no trial could copy this one).
-                    offered = posixpath.join(posixpath.dirname(trial.path), made.offered)
+                    offered = checkpoint_path(posixpath.dirname(trial.path), made.offered)
                     state.last_checkpoint = ray_checkpoint(offered, trial.storage.storage_filesystem)
                 earlier = history.decisions if history is not None else ()
                 append_decision(journal_directory(trial), made, earlier)

@@ -65,6 +65,12 @@ def checkpoint_name(trial_id: str, checkpoint_dir: str) -> str:
     return f"{TRIAL_DIR_PREFIX}{trial_id}/{posixpath.basename(posixpath.normpath(checkpoint_dir))}"
 
 
+def checkpoint_path(experiment_path: str, name: str) -> str:
+    """Where the checkpoint the journal names ``name`` (:func:`checkpoint_name`) is, in the experiment at
+    ``experiment_path`` (a local directory, or a path on the storage's filesystem)."""
+    return posixpath.join(experiment_path, name)
+
+
 def append_decision(directory: str | os.PathLike, decision: Decision, earlier: Sequence[Decision] = ()) -> None:
     """Append ``decision`` to the journal in ``directory`` (:func:`journal_directory`), on disk before the
     decision takes effect (a decision the driver dies before writing is made again on the resume). A
@@ -106,7 +112,7 @@ class PopulationHistory:
 
     def checkpoint(self, name: str) -> StoredCheckpoint | None:
         """A checkpoint the journal names (None if it is gone or cut off)."""
-        return read_checkpoint(f"{self.storage_path}/{name}", self.filesystem)
+        return read_checkpoint(checkpoint_path(self.storage_path, name), self.filesystem)
 
     def start_of(self, trial_id: str, interval: float, time_attr: str) -> StoredCheckpoint | None:
         """Where the trial goes on from: its last decision's donor checkpoint, if that was an exploit; else

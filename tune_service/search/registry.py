@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 from tune_service.errors import Problem, SpecError
 from tune_service.search import priors, spaces, warm_start
+from tune_service.search.population_journal import PopulationHistory
 from tune_service.search.warm_start import WarmStart
 from tune_service.spec import SweepSpec
 
@@ -64,7 +65,7 @@ def build_scheduler(
     spec: SweepSpec,
     recorded: Mapping[str, Any] | None = None,
     takes_turns: bool = False,
-    population_history: Any = None,
+    population_history: PopulationHistory | None = None,
 ) -> Any:
     """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
 
