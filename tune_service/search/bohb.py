@@ -202,7 +202,7 @@ class BOHBSearch(Searcher):
             self.state = pickle.load(f)
         self.state.setdefault("points", points)  # saved before the points were part of the state
         if self.guide is not None:  # the guide works on the restored state's record (saved before priors: none)
-            self.guide.state = self.state.setdefault("prior", None) or self.guide.state
+            self.guide.restore(self.state.get("prior") or self.guide.state)
             self.state["prior"] = self.guide.state
 
     # -- the model ---------------------------------------------------------------------------------

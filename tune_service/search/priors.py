@@ -28,6 +28,7 @@ searcher's, so a sweep with priors is reproducible and resumes exactly.
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any, Sequence
 
@@ -77,6 +78,11 @@ class _Belief:
         self.centre = self._unit(prior.value)
         if self.values is not None:  # a quantized range: the normal at each of its values
             self.log_belief = np.array([self._log_normal(self._unit(v)) for v in self.values])
+        else:  # the log of the truncated normal's constant on [0, 1]: its density is exp(_log_normal) over it
+            from scipy.stats import norm
+
+            inside = norm.cdf((1 - self.centre) / self.spread) - norm.cdf(-self.centre / self.spread)
+            self.log_constant = math.log(self.spread * math.sqrt(2 * math.pi) * float(inside))
 
     def _unit(self, x: float) -> float:
         u = (float(self.law.cdf(x)) - self.cdf_low) / (self.cdf_high - self.cdf_low)
@@ -93,13 +99,10 @@ class _Belief:
     def log_ratio(self, value: Any) -> float:
         """The log of how much likelier ``value`` is under the belief as stated than under the declared
         law alone (both normalised): above 0 where the belief expects values."""
-        from scipy.stats import norm
-
         if self.values is not None:
             normaliser = float(np.dot(masses(self.p), np.exp(self.log_belief)))
             return float(self.log_belief[self.values.index(value)]) - math.log(normaliser)
-        inside = norm.cdf((1 - self.centre) / self.spread) - norm.cdf(-self.centre / self.spread)
-        return self._log_normal(self._unit(value)) - math.log(self.spread * math.sqrt(2 * math.pi) * inside)
+        return self._log_normal(self._unit(value)) - self.log_constant
 
     def sample(self, rng: np.random.Generator, weight: float) -> Any:
         if self.values is not None:
@@ -160,7 +163,12 @@ class PriorGuide:
 
     def __init__(self, law: PriorLaw, beta: float):
         self.law, self.beta = law, beta
-        self.state: dict[str, Any] = {"drawn": 0, "seen": {}}
+        # Draws so far; each trial's last report; believed()'s verdict and the reports since it.
+        self.state: dict[str, Any] = {"drawn": 0, "seen": {}, "verdict": None, "unjudged": 0}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from ``state`` (a saved :attr:`state`)."""
+        self.state = state
 
     def next_weight(self) -> float:
         """The power of the beliefs on the searcher's next config of its own, counted as drawn: πBO's
@@ -177,21 +185,32 @@ class PriorGuide:
 
     def record(self, trial_id: str, config: dict[str, Any], time: float, loss: float) -> None:
         """A report of ``trial_id`` (``config`` flat): its ``loss`` (lower is better) at ``time`` (its
-        epoch or step); a later report replaces an earlier one."""
-        self.state["seen"][trial_id] = (config, float(time), float(loss))
+        epoch or step); a later report replaces an earlier one. Kept as the time, the loss and the
+        config's log likelihood ratio (:meth:`PriorLaw.log_ratio`), computed once."""
+        self.state["seen"][trial_id] = (float(time), float(loss), self.law.log_ratio(config))
+        self.state["unjudged"] += 1
 
     def believed(self) -> bool:
         """Whether the configs that did best are likelier under the beliefs than under the declared laws
         (PriorBand's test of its prior, with the declared laws in place of its incumbent): the best quarter
         (at least :data:`EVIDENCE_TOP`) of the trials that reported, those that went furthest first (a
         scheduler promotes the better), then by loss, must have a mean log likelihood ratio above 0. Until
-        :data:`EVIDENCE_AFTER` trials have reported, the beliefs stand."""
-        seen = list(self.state["seen"].values())
-        if len(seen) < EVIDENCE_AFTER:
-            return True
-        ranked = sorted(seen, key=lambda record: (-record[1], record[2]))
-        best = ranked[: max(EVIDENCE_TOP, len(ranked) // 4)]
-        return sum(self.law.log_ratio(config) for config, _, _ in best) > 0
+        :data:`EVIDENCE_AFTER` trials have reported, the beliefs stand.
+
+        Judged again after each report while fewer than 200 trials have reported, then once the reports
+        since the last judgement are a hundredth of the trials: a draw's cost stays flat as a sweep grows
+        to thousands of trials. The verdict is part of the state, so a resumed sweep judges as the
+        uninterrupted one."""
+        state = self.state
+        seen = state["seen"]
+        if state["verdict"] is None or state["unjudged"] >= max(1, len(seen) // 100):
+            if len(seen) < EVIDENCE_AFTER:
+                state["verdict"] = True
+            else:
+                best = heapq.nsmallest(max(EVIDENCE_TOP, len(seen) // 4), seen.values(), key=lambda r: (-r[0], r[1]))
+                state["verdict"] = sum(ratio for _, _, ratio in best) > 0
+            state["unjudged"] = 0
+        return state["verdict"]
 
 
 def start_up_draws(law: PriorLaw, seed: int, count: int) -> list[dict[str, Any]]:

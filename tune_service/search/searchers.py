@@ -122,7 +122,8 @@ class RandomSearch(_Unguided):
             state = {"rng": state}
         self.rng.bit_generator.state = state["rng"]
         if self.guide is not None and "guide" in state:
-            self.guide.state, self.live = state["guide"], state["live"]
+            self.guide.restore(state["guide"])
+            self.live = state["live"]
 
 
 class GridSearch(_Unguided):
