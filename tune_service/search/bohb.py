@@ -29,9 +29,10 @@ law unbounded or truncated), or its index among its values for a quantized range
 form random search takes. Its state (the observations, the models, its random generator) saves and
 restores exactly.
 
-With the spec's priors (``prior``), its random configs are drawn from the declared laws times the beliefs,
-and the model's pick is weighed by them, both to a power that fades with its draws (πBO's rule,
-:mod:`tune_service.search.priors`).
+With the spec's priors (``prior``), its random configs are drawn by a
+:class:`~tune_service.search.priors.PriorGuide` (half from the beliefs, to a power that fades with its
+draws, while the evidence bears them out), and its model's pick is weighed by the beliefs to that power
+(πBO's rule).
 """
 
 from __future__ import annotations

@@ -169,8 +169,8 @@ def describe_priors(spec: SweepSpec, given: int) -> str:
 
 
 def _start_up_from_priors(spec: SweepSpec, given: int) -> list[dict[str, Any]]:
-    """A TPE's start-up configs drawn from the spec's priors (flat): as many as its random start-up
-    configs that the ``given`` points (earlier trials, known points) leave to draw. None for the
+    """A TPE's start-up configs with the spec's priors (flat; half from them, half from the declared laws):
+    as many as its random start-up configs that the ``given`` points (earlier trials, known points) leave. None for the
     searchers that weigh each draw themselves (random, BOHB) or draw none (grid)."""
     start_up = _START_UP.get(spec.searcher)
     if not spec.priors or start_up is None:
@@ -239,7 +239,8 @@ _SEARCHERS: dict[str, Callable[[SweepSpec, list[dict[str, Any]]], Any]] = {
     "bohb": _bohb,
     "optuna": _optuna,
 }
-#: The TPEs' number of random start-up configs, which the spec's priors draw instead.
+#: The TPEs' number of random start-up configs: with priors, half drawn from them
+#: (:func:`~tune_service.search.priors.start_up_draws`).
 _START_UP: dict[str, Callable[[SweepSpec], int]] = {"hyperopt": _initial_points, "optuna": _optuna_start_up}
 #: How a searcher hears of a trial that a stopping scheduler ended short of ``max_t``
 #: (:class:`~tune_service.search.wrappers.FidelityCorrected`); the others hear its last result as it is.
