@@ -274,7 +274,7 @@ class BOHBSearch(Searcher):
     def _model_pick(self, weight: float) -> dict[str, Any] | None:
         """hpbandster's ``get_config``, its candidates drawn at once: a config from the largest budget's
         model, or None for a random one. With a prior, the candidate that minimises ``g(x) / l(x)`` divided
-        by the prior to the power ``weight`` (πBO's weighting)."""
+        by the prior's likelihood ratio to the power ``weight`` (πBO's weighting)."""
         from scipy.stats import truncnorm
 
         rng, models = self.state["rng"], self.state["models"]
@@ -296,5 +296,5 @@ class BOHBSearch(Searcher):
         if self.guide is None or weight == 0:
             return self._config(candidates[int(np.argmin(ratio))])
         configs = [self._config(candidate) for candidate in candidates]
-        score = np.log(ratio) - np.array([self.guide.law.log_weight(config, weight) for config in configs])
+        score = np.log(ratio) - weight * np.array([self.guide.law.log_ratio(config) for config in configs])
         return configs[int(np.argmin(score))]

@@ -15,8 +15,9 @@ Per searcher:
 
 - random search draws each config of its own through a :class:`PriorGuide`;
 - BOHB draws its random configs through one, and picks among its model's candidates the one that
-  minimises ``g(x) / (l(x) * prior(x) ** w)``, ``w`` the guide's power (πBO's weighting of the
-  acquisition; none once the belief is dropped);
+  minimises ``g(x) / (l(x) * r(x) ** w)``, ``r`` the likelihood ratio of the belief to the declared laws
+  (:meth:`PriorLaw.log_ratio`: the prior up to a constant, and 1 for a parameter inactive in ``x``), ``w``
+  the guide's power (πBO's weighting of the acquisition; none once the belief is dropped);
 - the TPEs (hyperopt's, Optuna's) take their random start-up configs half from the belief, half from the
   declared laws (:func:`start_up_draws`), and learn from them as from their own: the belief's share of
   what the model has seen fades as ``1 / n``, and where it is wrong the start-up's other half shows it.
@@ -60,8 +61,8 @@ def prior_weight(n: int, beta: float) -> float:
 
 
 class _Belief:
-    """One parameter's prior, as a log density (up to a constant) on the parameter's [0, 1] scale (the
-    declared law's cumulative distribution within its bounds) or over its list of values."""
+    """One parameter's prior: on the parameter's [0, 1] scale (the declared law's cumulative distribution
+    within its bounds), or over its list of values."""
 
     def __init__(self, p: ParameterSpec, prior: PriorSpec):
         self.p = p
@@ -70,6 +71,7 @@ class _Belief:
         if p.distribution == "categorical":
             assert self.values is not None
             self.log_belief = np.array([math.log(prior.odds) if v == prior.value else 0.0 for v in self.values])
+            self.log_constant = self._log_mass()
             return
         s = p.shape
         assert s.low is not None and s.high is not None, f"{p.name}: a prior needs a bounded range"
@@ -78,11 +80,16 @@ class _Belief:
         self.centre = self._unit(prior.value)
         if self.values is not None:  # a quantized range: the normal at each of its values
             self.log_belief = np.array([self._log_normal(self._unit(v)) for v in self.values])
+            self.log_constant = self._log_mass()
         else:  # the log of the truncated normal's constant on [0, 1]: its density is exp(_log_normal) over it
             from scipy.stats import norm
 
             inside = norm.cdf((1 - self.centre) / self.spread) - norm.cdf(-self.centre / self.spread)
             self.log_constant = math.log(self.spread * math.sqrt(2 * math.pi) * float(inside))
+
+    def _log_mass(self) -> float:
+        """Over values: the log of the declared masses times the belief, summed (what normalises them)."""
+        return math.log(float(np.dot(masses(self.p), np.exp(self.log_belief))))
 
     def _unit(self, x: float) -> float:
         u = (float(self.law.cdf(x)) - self.cdf_low) / (self.cdf_high - self.cdf_low)
@@ -91,17 +98,11 @@ class _Belief:
     def _log_normal(self, u: float) -> float:
         return -0.5 * ((u - self.centre) / self.spread) ** 2
 
-    def log_density(self, value: Any) -> float:
-        if self.values is not None:
-            return float(self.log_belief[self.values.index(value)])
-        return self._log_normal(self._unit(value))
-
     def log_ratio(self, value: Any) -> float:
         """The log of how much likelier ``value`` is under the belief as stated than under the declared
         law alone (both normalised): above 0 where the belief expects values."""
         if self.values is not None:
-            normaliser = float(np.dot(masses(self.p), np.exp(self.log_belief)))
-            return float(self.log_belief[self.values.index(value)]) - math.log(normaliser)
+            return float(self.log_belief[self.values.index(value)]) - self.log_constant
         return self._log_normal(self._unit(value)) - self.log_constant
 
     def sample(self, rng: np.random.Generator, weight: float) -> Any:
@@ -146,11 +147,6 @@ class PriorLaw:
     def log_ratio(self, config: dict[str, Any]) -> float:
         """The log of how much likelier ``config`` is under the beliefs than under the declared laws."""
         return sum(b.log_ratio(config[name]) for name, b in self.beliefs.items() if name in config)
-
-    def log_weight(self, config: dict[str, Any], weight: float) -> float:
-        """``weight`` times the log of the beliefs at ``config`` (up to a constant; a parameter inactive in
-        ``config`` adds nothing): πBO's weight of a candidate, as a log."""
-        return weight * sum(b.log_density(config[name]) for name, b in self.beliefs.items() if name in config)
 
 
 class PriorGuide:

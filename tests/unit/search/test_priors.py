@@ -88,6 +88,26 @@ def test_a_belief_over_values_makes_the_value_likelier_by_its_odds_and_keeps_dec
     assert stats.chisquare(counts, tilted / tilted.sum() * 3000).pvalue > 1e-3, counts
 
 
+def test_a_configs_likelihood_ratio_is_above_0_near_the_belief_below_far_from_it_and_0_where_inactive():
+    conditional = load_spec({"method": "bohb", "metric": {"name": METRIC, "goal": "minimize"},
+                             "parameters": {"optimizer": {"values": ["sgd", "adam"]},
+                                            "momentum": {"min": 0.0, "max": 0.99, "when": {"optimizer": "sgd"}}},
+                             "priors": {"momentum": {"value": 0.9, "confidence": "high"}}})
+    law = PriorLaw(conditional.parameters, conditional.priors)
+    near, far = {"optimizer": "sgd", "momentum": 0.9}, {"optimizer": "sgd", "momentum": 0.1}
+    assert law.log_ratio(near) > 0 > law.log_ratio(far)
+    assert law.log_ratio({"optimizer": "adam"}) == 0  # inactive: the belief says nothing, neither likelier nor not
+    # normalised: the belief's own draws are likelier under it on average (a KL divergence), uniform ones less
+    rng = np.random.default_rng(6)
+    belief = law.beliefs["momentum"]
+    believed = [law.log_ratio({"optimizer": "sgd", "momentum": belief.sample(rng, 1.0)}) for _ in range(2000)]
+    declared = [law.log_ratio({"optimizer": "sgd", "momentum": float(m)}) for m in rng.uniform(0, 0.99, 2000)]
+    assert np.mean(believed) > 0 > np.mean(declared)
+    values = PriorLaw(spec().parameters, spec().priors)  # hidden: 128 at odds 1.75 of [32, 64, 128]
+    assert values.log_ratio({"hidden": 128}) == pytest.approx(math.log(1.75 / (3.75 / 3)))
+    assert values.log_ratio({"hidden": 32}) == pytest.approx(math.log(1 / (3.75 / 3)))
+
+
 def test_a_belief_over_a_quantized_range_weighs_each_multiple_by_the_normal_at_it():
     rng = np.random.default_rng(2)
     law = PriorLaw(spec().parameters, spec().priors)
@@ -200,8 +220,8 @@ def test_bohb_picks_among_its_models_candidates_the_one_the_belief_weighs_up():
         if without is None:  # the random fraction, for both: the same generator
             assert with_prior is None
             continue
-        assert law.log_weight(with_prior, 1.0) >= law.log_weight(without, 1.0) - 1e-12
-        better += law.log_weight(with_prior, 1.0) > law.log_weight(without, 1.0)
+        assert law.log_ratio(with_prior) >= law.log_ratio(without) - 1e-12
+        better += law.log_ratio(with_prior) > law.log_ratio(without)
         picks += 1
         weighed.state["rng"].random(draw + 1)  # on to other candidates
     assert picks >= 30 and better >= picks // 5, (better, picks)
