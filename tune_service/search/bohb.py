@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray.tune.search import Searcher
 
-from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw
+from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw, loss_of
 from tune_service.search.spaces import sample_flat, support
 from tune_service.spec.parameters import ParameterSpec, round_to_q
 
@@ -185,12 +185,9 @@ class BOHBSearch(Searcher):
             return
         config, recorded = live
         recorded.add(budget)
-        value = result.get(self.metric or "")
-        loss = math.inf
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            loss = float(value) if self.mode == "min" else -float(value)
-        self._observe(self._vector(config), budget, loss)
-        if self.guide is not None and math.isfinite(loss):
+        loss = loss_of(result, self.metric, self.mode)
+        self._observe(self._vector(config), budget, math.inf if loss is None else loss)
+        if self.guide is not None and loss is not None:
             self.guide.record(trial_id, config, budget, loss)
 
     def save(self, checkpoint_path: str) -> None:

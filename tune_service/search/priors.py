@@ -50,6 +50,15 @@ EVIDENCE_AFTER = 8
 EVIDENCE_TOP = 3
 
 
+def loss_of(result: dict, metric: str | None, mode: str | None) -> float | None:
+    """A report's value of ``metric`` as a loss (lower is better: negated unless ``mode`` is min), or None
+    when it reported no finite number."""
+    value = result.get(metric or "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value) if mode == "min" else -float(value)
+    return None
+
+
 def decay(run_cap: int | None) -> float:
     """πBO's ``beta``: a tenth of the sweep's trials (at least 1), or :data:`DEFAULT_BETA` without a cap."""
     return max(1.0, run_cap / 10) if run_cap else DEFAULT_BETA

@@ -9,13 +9,12 @@ Searcher's state is saved with the experiment, so a resumed sweep continues the 
 from __future__ import annotations
 
 import itertools
-import math
 import pickle
 from typing import Any, Sequence
 
 from ray.tune.search import Searcher
 
-from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw
+from tune_service.search.priors import DEFAULT_BETA, PriorGuide, PriorLaw, loss_of
 from tune_service.search.spaces import grid_points, grid_size, sample_flat
 from tune_service.spec.parameters import ParameterSpec
 
@@ -101,10 +100,10 @@ class RandomSearch(_Unguided):
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if self.guide is None or trial_id not in self.live:
             return
-        value = result.get(self.prior_metric or "")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        loss = loss_of(result, self.prior_metric, self.prior_mode)
+        if loss is not None:
             time = result.get(self.time_attr, result.get("training_iteration", 0))
-            self.guide.record(trial_id, self.live[trial_id], time, value if self.prior_mode != "max" else -value)
+            self.guide.record(trial_id, self.live[trial_id], time, loss)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if result and not error:

@@ -11,9 +11,9 @@ always a belief, never a group) and a value that parameter can take (the rules o
 Its confidence is low, medium or high, read as NePS read it for PriorBand (``neps`` 0.x, whose figures
 PriorBand's paper reports): over a range, a normal around the value whose spread is 0.5, 0.25 or 0.125 of
 the range (on the range's own scale: a log-uniform range's log, as the declared law maps it to [0, 1]); over
-``values``, the value 1.1, 1.75 or 2.5 times as likely as each other value.
-A parameter whose distribution is itself a belief (normal, log_normal, beta)
-takes no prior: its law already says it. How each searcher uses a prior is :mod:`tune_service.search.priors`.
+``values``, the value 1.1, 1.75 or 2.5 times as likely as each other value. A parameter whose distribution
+is itself a belief (normal, log_normal, beta) takes no prior: its law already says it. How each searcher
+uses a prior is :mod:`tune_service.search.priors`.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from tune_service.spec.parameter_reading import read_parameters
-from tune_service.spec.priors import CONFIDENCES
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
+from tune_service.spec.priors import CONFIDENCES
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_NOTED_KEYS, SweepSpec
 from tune_service.spec.training import (

@@ -15,11 +15,11 @@ from typing import Any
 from tune_service.errors import SpecError
 from tune_service.spec.configs import flatten
 from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
-from tune_service.spec.priors import KEY as PRIORS_KEY
-from tune_service.spec.priors import read_priors
 from tune_service.spec.known_points import read_known_points
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
+from tune_service.spec.priors import KEY as PRIORS_KEY
+from tune_service.spec.priors import read_priors
 from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
     DEFAULT_RUN_CAP,
