@@ -20,13 +20,64 @@ sys.dont_write_bytecode = False
 def ray_cluster():
     import ray
 
-    from tune_service.execution.connect import init_ray
-
-    init_ray(num_cpus=2)  # the same embedded Ray that `tune-run` starts, sized like CI's machine
+    _start_session_ray()
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+#: How long a test's trials may take to hand their CPUs back to the session's Ray once the test has ended
+#: (Tune removes its placement groups, Ray Train's cleaner its own, actors exit).
+RESOURCES_RETURN_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _session_ray_gets_its_cpus_back(request):
+    """After each test on the session's Ray: every CPU is free again, else the test fails naming what holds
+    them. A CPU held for good makes every later test of two-rank trials wait for it until its timeout
+    (CI once lost 7 x 400 s so, far from the test that leaked it); this names that test."""
+    yield
+    if "ray_cluster" not in request.fixturenames:
+        return
+    import time
+
+    import ray
+
+    if not ray.is_initialized():
+        return
+    deadline = time.monotonic() + RESOURCES_RETURN_S
+    while True:
+        total, free = ray.cluster_resources().get("CPU", 0.0), ray.available_resources().get("CPU", 0.0)
+        if free >= total or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    if free < total:
+        holders = _what_holds_cpus()
+        ray.shutdown()  # the next tests get a whole Ray again
+        _start_session_ray()
+        pytest.fail(f"{total - free:g} of the session Ray's {total:g} CPUs still held {RESOURCES_RETURN_S:g} s after "
+                    f"the test: {holders}", pytrace=False)
+
+
+def _start_session_ray() -> None:
+    from tune_service.execution.connect import init_ray
+
+    init_ray(num_cpus=2)  # the same embedded Ray that `tune-run` starts, sized like CI's machine
+
+
+def _what_holds_cpus() -> str:
+    """The session Ray's placement groups not removed, its actors not dead and its tasks running, one line."""
+    import ray
+    from ray.util.state import list_actors, list_tasks
+
+    groups = [f"group {group_id[:8]} ({info['name'] or 'unnamed'}, {info['state']}, bundles {info['bundles']})"
+              for group_id, info in ray.util.placement_group_table().items() if info["state"] != "REMOVED"]
+    actors = [f"actor {a.class_name} {a.actor_id[:8]} ({a.state}, pid {a.pid}, {a.required_resources}, "
+              f"group {(a.placement_group_id or '-')[:8]})"
+              for a in list_actors(filters=[("state", "!=", "DEAD")], detail=True)]
+    tasks = [f"task {t.name} ({t.state}, {t.type})" for t in list_tasks(filters=[("state", "=", "RUNNING")])]
+    return "; ".join(groups + actors + tasks + [f"free: {ray.available_resources()}"])
 
 
 @pytest.fixture

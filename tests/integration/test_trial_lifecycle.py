@@ -9,6 +9,9 @@ checkpoint it went on: the donor's epoch of 32-sample steps, or its own epoch of
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import pytest
 
 from tune_service.execution.gang import GangSettings
@@ -20,9 +23,14 @@ from tune_service.tasks import SealedTask, resolve_task
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_a_warm_trial_starts_from_the_checkpoint_tune_hands_it_from_another_trial(ray_cluster, tmp_path):
+def pbt_reports(storage: str) -> tuple[dict[str, list[dict]], list[str]]:
+    """Run the two trials under Ray's PBT on a Ray of its own (started and shut down here), and return
+    every report as the driver received it, by trial, and the trials' errors."""
+    import ray
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
+
+    from tune_service.execution.connect import init_ray
 
     task = resolve_task("digits")
     gang = GangSettings(ResourceSpec(workers=1, cpus_per_worker=1))
@@ -48,13 +56,27 @@ def test_a_warm_trial_starts_from_the_checkpoint_tune_hands_it_from_another_tria
                 {key: result[key] for key in ("epoch", "step", "global_batch")}
             )
 
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, trial_resources(gang)), param_space=space,
-        tune_config=tune.TuneConfig(metric="val_loss", mode="min", scheduler=pbt, reuse_actors=True,
-                                    max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="pbt", verbose=0, callbacks=[Recorder()]))
-    results = tuner.fit()
-    assert not results.errors
+    init_ray(num_cpus=2)
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, trial_resources(gang)), param_space=space,
+            tune_config=tune.TuneConfig(metric="val_loss", mode="min", scheduler=pbt, reuse_actors=True,
+                                        max_concurrent_trials=2),
+            run_config=tune.RunConfig(storage_path=storage, name="pbt", verbose=0, callbacks=[Recorder()]))
+        results = tuner.fit()
+        return reports, [repr(error) for error in results.errors]
+    finally:
+        ray.shutdown()
+
+
+def test_a_warm_trial_starts_from_the_checkpoint_tune_hands_it_from_another_trial(tmp_path):
+    # On a Ray of its own, not the session's: Tune's PBT pausing and reusing the trial actors at every
+    # epoch left one of the session Ray's two CPUs held after the fit, with no placement group or actor
+    # listed as holding it, about once in 60 runs here; every later test of two-rank trials then waited
+    # for that CPU until its timeout (CI of 2026-11-28: 7 x 400 s).
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        reports, errors = pool.submit(pbt_reports, str(tmp_path)).result(timeout=240)
+    assert not errors
     histories = list(reports.values())
     assert len(histories) == 2, reports
     steps_per_epoch = {32: None, 64: None}
