@@ -76,11 +76,11 @@ def run(quick: bool) -> dict[str, Any]:
     size = SIZES[quick]
     tables = list(TABLES) if size["tables"] == "all" else size["tables"]
     with ProcessPoolExecutor(2) as pool:  # a table per core: the runs are independent and deterministic
-        runs = dict(zip(tables, pool.map(_table_runs, tables, [size] * len(tables))))
+        runs = dict(zip(tables, pool.map(_table_runs, tables, [size] * len(tables)), strict=True))
     figures, summary = [], {}
     for table, by_contender in runs.items():
         reference = [r["area"] for r in by_contender[REFERENCE]]
-        normalised = {c: [r["area"] / ref if ref > 0 else 1.0 for r, ref in zip(rs, reference)]
+        normalised = {c: [r["area"] / ref if ref > 0 else 1.0 for r, ref in zip(rs, reference, strict=True)]
                       for c, rs in by_contender.items()}
         summary[table] = {c: {"normalised_area_median": statistics.median(values),
                               "area_median": statistics.median(r["area"] for r in by_contender[c]),
