@@ -71,9 +71,9 @@ def pbt_reports(storage: str) -> tuple[dict[str, list[dict]], list[str]]:
 
 def test_a_warm_trial_starts_from_the_checkpoint_tune_hands_it_from_another_trial(tmp_path):
     # On a Ray of its own, not the session's: Tune's PBT pausing and reusing the trial actors at every
-    # epoch left one of the session Ray's two CPUs held after the fit, with no placement group or actor
-    # listed as holding it, about once in 60 runs here; every later test of two-rank trials then waited
-    # for that CPU until its timeout (CI of 2026-11-28: 7 x 400 s).
+    # epoch left one of the session Ray's two CPUs held after the fit, with no placement group and no live
+    # actor needing a CPU listed, once in about 100 runs here; every later test of two-rank trials then
+    # waited for that CPU until its timeout (CI of 2026-11-28: 7 x 400 s).
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         reports, errors = pool.submit(pbt_reports, str(tmp_path)).result(timeout=240)
     assert not errors
