@@ -334,6 +334,8 @@ def _succeeded(outcome) -> bool:
     sweep), when a trial ran to its end."""
     if outcome.metric is None:
         return any(t.status == "completed" for t in outcome.trials)
+    if outcome.multi_objective:
+        return bool(outcome.pareto)
     return outcome.best is not None
 
 
@@ -342,6 +344,13 @@ def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
         print(outcome.leaderboard(top))
     if outcome.metric is None:
         print("no metric: the trials are not ranked (W&B's sweep without a metric); what each logged is in the results")
+    elif outcome.multi_objective:
+        goals = ", ".join(f"{name} ({mode})" for name, mode in outcome.objectives)
+        front = outcome.pareto
+        print(
+            f"Pareto front of {goals}: {len(front)} trial(s)"
+            + (f": {', '.join(t.trial_id for t in front)}" if front else "")
+        )
     elif outcome.best is not None:
         print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
     else:

@@ -59,7 +59,13 @@ def bundled(trials: list[TrialConfig], stop=lambda member, metrics: True, device
     return reports, ends, weights
 
 
-def assert_same_training(fused_reports, fused_weights, reports, weights, tolerance=1e-5):
+#: The tensors of the digits CNN that only rounding moves: a convolution's bias before BatchNorm (its
+#: gradient is zero in exact arithmetic) and the BatchNorm's running mean, which tracks it. Alone and fused round differently, so
+#: they drift apart by up to ~1e-5 in three epochs (measured on an AVX-512 Xeon), and are held to 1e-4.
+ROUNDING_ONLY = ("1.bias", "2.running_mean", "5.bias", "6.running_mean")
+
+
+def assert_same_training(fused_reports, fused_weights, reports, weights, tolerance=1e-5, rounding_only=()):
     assert len(fused_reports) == len(reports)
     for ours, theirs in zip(fused_reports, reports):
         for key in ("epoch", "step", "world_size", "global_batch", "precision"):
@@ -69,7 +75,8 @@ def assert_same_training(fused_reports, fused_weights, reports, weights, toleran
     if fused_weights is not None:
         assert fused_weights.keys() == weights.keys()
         for name, tensor in weights.items():
-            torch.testing.assert_close(fused_weights[name], tensor, rtol=tolerance, atol=tolerance, msg=name)
+            held = 10 * tolerance if name in rounding_only else tolerance
+            torch.testing.assert_close(fused_weights[name], tensor, rtol=held, atol=held, msg=name)
 
 
 MEMBER_SETS = {
@@ -106,7 +113,8 @@ def test_each_member_trains_as_the_same_config_alone(name, tmp_path):
     reports, ends, weights = bundled(trials)
     assert {end.reason for end in ends.values()} == {"finished"}
     for member, trial in enumerate(trials):
-        assert_same_training(reports[member], weights[member], *alone(trial, tmp_path / str(member)))
+        assert_same_training(reports[member], weights[member], *alone(trial, tmp_path / str(member)),
+                             rounding_only=ROUNDING_ONLY if "batchnorm" in name else ())
 
 
 def test_bf16_members_train_as_alone_within_bf16_rounding(tmp_path):

@@ -18,6 +18,7 @@ from general_tasks import (
     DictDigits, DigitBatch, Encoding, IndexStream, Interrupted, StepLRDigits, StreamedIndices, train,
 )
 from tune_service.spec.training import ScheduleSettings, TrainingSettings
+from tune_service.tasks.base import TIMED_REPORTS
 from tune_service.tasks.digits import Digits
 from tune_service.training import load_state
 from tune_service.training.batches import count_samples, move_to_device
@@ -84,7 +85,7 @@ def test_a_stream_trains_on_two_ranks_with_equal_steps_and_reshuffles_per_epoch(
     ranks = run_ranks("general_tasks:streamed_ranks", 2, tmp_path, size=101, accumulation=accumulation)
     first, second = (r["trained"] for r in ranks)
     assert len(first) == len(second) == 50 and not set(first) & set(second)  # 101: one sample left out
-    reports = [{k: v for k, v in r["reports"][0].items() if k != "epoch_time_s"} for r in ranks]
+    reports = [{k: v for k, v in r["reports"][0].items() if k not in TIMED_REPORTS} for r in ranks]
     assert reports[0] == reports[1] and reports[0]["epoch"] == 1  # reduced over both ranks
     task = StreamedIndices(with_length=False)  # one rank, no length: the loop counts as it goes
     train(task, epochs=2)

@@ -19,6 +19,7 @@ from recording_tasks import (
     resolved,
 )
 from tune_service import load_model
+from tune_service.tasks.base import TIMED_REPORTS
 from tune_service.tasks.digits import Digits
 from tune_service.training import LocalContext, TrainingSettings, TrialOutOfMemory, evaluate, fit, load_state
 from tune_service.training.data import (
@@ -202,7 +203,7 @@ def test_9_same_seed_same_config_gives_identical_metrics():
     for _ in range(2):
         context = LocalContext()
         fit(digits_config(epochs=1, dropout=0.2, noise=0.1), context)
-        runs.append({k: v for k, v in context.reports[0].items() if k != "epoch_time_s"})
+        runs.append({k: v for k, v in context.reports[0].items() if k not in TIMED_REPORTS})
     assert runs[0] == runs[1]
 
 
@@ -232,7 +233,7 @@ def test_10_a_resumed_trial_continues_at_the_next_epoch_as_if_never_stopped(tmp_
     fit(digits_config(epochs=2, **hparams), first)
     fit(digits_config(epochs=3, **hparams), resumed)
     assert [r["epoch"] for r in resumed.reports] == [3]
-    drop_time = lambda r: {k: v for k, v in r.items() if k != "epoch_time_s"}  # noqa: E731
+    drop_time = lambda r: {k: v for k, v in r.items() if k not in TIMED_REPORTS}  # noqa: E731
     assert drop_time(resumed.reports[0]) == drop_time(straight.reports[2])  # same optimizer state, same RNG
 
 
@@ -248,7 +249,7 @@ def test_10_a_checkpoint_cut_off_while_writing_is_skipped_on_resume(tmp_path):
 def test_11_world_two_accuracy_equals_a_single_process_evaluation_of_the_checkpoint(world_two):
     r0, r1 = world_two["ranks"]
     def timeless(reports):
-        return [{k: v for k, v in r.items() if k != "epoch_time_s"} for r in reports]
+        return [{k: v for k, v in r.items() if k not in TIMED_REPORTS} for r in reports]
     assert timeless(r0["reports"]) == timeless(r1["reports"])  # every rank reports the reduced numbers
     reported = r0["reports"][-1]
     state = load_state(world_two["dir"] / "checkpoints" / "epoch_0002")

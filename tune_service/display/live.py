@@ -81,8 +81,8 @@ class LiveView:
         width = len(str(progress.total))
         best = progress.best
         mark = "  best" if best is not None and best.trial_id == trial.trial_id else ""
-        metric = progress.metric
-        shown = f"  {metric} {format_value(trial.metrics.get(metric))}{mark}" if metric is not None else ""
+        shown = "".join(f"  {name} {format_value(trial.metrics.get(name))}" for name in _shown_metrics(progress))
+        shown += mark
         line = (
             f"[{done:>{width}}/{progress.total}] {trial.trial_id} {trial.status:<9} "
             f"{trial.progress(progress.time_unit)}{_budget(progress)} {progress.time_unit}s{shown}"
@@ -100,7 +100,7 @@ class LiveView:
         table = Table(box=None, pad_edge=False, header_style="bold")
         shown = progress.running + list(progress.recently_ended)[-RECENT:]
         keys = sorted({k for t in shown for k in t.config})
-        metric = [progress.metric] if progress.metric is not None else []
+        metric = _shown_metrics(progress)
         for column in ("trial", "status", progress.time_unit, "rung", *metric, *keys):
             table.add_column(column)
         for t in shown:
@@ -150,3 +150,10 @@ def _config_text(config: dict[str, Any]) -> str:
 def _budget(progress: SweepProgress) -> str:
     """``/max_t`` after a trial's progress; nothing for a program that decides its own length."""
     return "" if progress.max_t >= PROGRAM_MAX_T else f"/{progress.max_t}"
+
+
+def _shown_metrics(progress: SweepProgress) -> list[str]:
+    """The metrics a trial's line and row show: the sweep's objectives (its one metric; none without)."""
+    if progress.objectives:
+        return [name for name, _ in progress.objectives]
+    return [progress.metric] if progress.metric is not None else []

@@ -20,7 +20,7 @@ from tune_service.search import registry
 from tune_service.search.population import check_population, describe_population
 from tune_service.search.schedule import Schedule, expected_schedule
 from tune_service.search.warm_start import WarmStart, read_warm_start
-from tune_service.spec import SweepSpec
+from tune_service.spec import MetricSpec, SweepSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.spec.wandb import resolve_mode
 from tune_service.tasks import ResolvedTask, SealedTask, Task, resolve_task
@@ -265,7 +265,7 @@ class SweepPlan:
             budget = "each program to its end" if open_ended else f"max_t {s.scheduler.max_t}"
             schedule = f"{s.scheduler.type} (rungs at {s.scheduler.time_unit} {rungs}; {budget})"
         gpus = f" + {r.gpus_per_worker:g} GPU" if r.gpus_per_worker else ""
-        goal = f"{s.metric.goal} {s.metric.name}" if s.metric.declared else "no metric"
+        goal = " and ".join(f"{m.goal} {m.name}" for m in s.metrics) if s.metric.declared else "no metric"
         return [
             f"sweep {s.name}: {self.num_trials} trials, {method} + {schedule}, {goal}",
             f"each trial {r.workers} {'process(es) of the program' if self.runs_program else 'DDP rank(s)'} x "
@@ -323,11 +323,21 @@ class SweepPlan:
 
 def _describe_metric(spec: SweepSpec) -> str:
     m = spec.metric
+    if spec.multi_objective:
+        return (
+            "; ".join(_describe_objective(o) for o in spec.objectives)
+            + f" -- {len(spec.objectives)} objectives: the searcher models them all, every trial runs its "
+            f"budget (fifo), and the results show the Pareto front (the trials no other beats on every objective)"
+        )
     if not m.declared:
         return (
             "none: as W&B runs a sweep without one, every trial runs to its end, none is stopped early "
             "or ranked, and the results list what each logged"
         )
+    return _describe_objective(m)
+
+
+def _describe_objective(m: MetricSpec) -> str:
     return f"{m.name} ({m.goal})" + (
         f", the sweep stops starting trials once it reaches {m.target:g}" if m.target is not None else ""
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,11 @@ def trial_number(trial: Any) -> int | None:
     tag starts with it (``3_lr=0.01``), and keeps it through a resume and a PBT exploit's new tag."""
     head = str(getattr(trial, "experiment_tag", "") or "").split("_", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def trial_of_path(path: str) -> str | None:
+    """The trial whose directory holds ``path`` (``.../trial_<id>/checkpoint_000003``), or None."""
+    for part in reversed(posixpath.normpath(str(path)).split("/")):
+        if part.startswith(TRIAL_DIR_PREFIX):
+            return part[len(TRIAL_DIR_PREFIX) :]
+    return None

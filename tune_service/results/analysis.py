@@ -62,6 +62,9 @@ from tune_service.results.sweep_result import (
     best_trial,
     is_number,
     load as load_summary,
+    objectives_entry,
+    objectives_of,
+    pareto_ranked,
     rank_trials,
     ran_to_its_end,
     trained,
@@ -125,9 +128,10 @@ class SweepResults:
         self._saved = saved
         if summary is not None:
             self.metric, self.mode = summary.metric, summary.mode
+            self._extra = dict(summary.extra)
         else:
             self.metric, self.mode = self.spec.metric.name, self.spec.metric.mode
-        self._extra = dict(summary.extra) if summary is not None else {}
+            self._extra = objectives_entry([(o.name, o.mode) for o in self.spec.metrics if o.name and o.mode])
         #: True when ``summary.json`` is absent or was written while the sweep ran.
         self.partial: bool = summary is None or bool(summary.extra.get(IN_PROGRESS_KEY))
         records = list(summary.trials) if summary is not None else []
@@ -151,8 +155,9 @@ class SweepResults:
         records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
         #: Every trial as a :class:`~tune_service.results.sweep_result.TrialRecord`, as in ``trials``.
         self.records: tuple[TrialRecord, ...] = tuple(records)
-        #: The best trial (None while no trial has a finite value of the metric).
-        self.best: TrialRecord | None = best_trial(self.records, self.metric, self.mode)
+        #: The best trial (None while no trial has a finite value of the metric, and for a sweep of
+        #: several objectives: see :attr:`pareto`).
+        self.best: TrialRecord | None = best_trial(self.records, self.metric, self.mode, objectives_of(self._extra))
         #: One row per trial (see the module's docstring for the columns).
         self.trials: pd.DataFrame = self._trials_frame(reports)
         #: One row per report of every trial, the last of each epoch (see the module's docstring).
@@ -176,6 +181,12 @@ class SweepResults:
     # -- the best trial -------------------------------------------------------------------------------
 
     @property
+    def pareto(self) -> tuple[TrialRecord, ...]:
+        """A sweep of several objectives: the trials on its Pareto front, by the first objective (one
+        objective: the best trial)."""
+        return self.result.pareto
+
+    @property
     def best_config(self) -> dict[str, Any] | None:
         return self.result.best_config
 
@@ -193,7 +204,11 @@ class SweepResults:
         return self.result.leaderboard(top)
 
     def ranked(self) -> list[TrialRecord]:
-        """Every trial, best first; those without a usable value of the metric last."""
+        """Every trial, best first (several objectives: by front and crowding distance); those without a
+        usable value of the metric (of every objective) last."""
+        objectives = objectives_of(self._extra)
+        if len(objectives) > 1:
+            return pareto_ranked(self.records, objectives)
         return rank_trials(self.records, self.metric, self.mode)
 
     @property

@@ -10,11 +10,10 @@ from, and the sweep's progress (:mod:`~tune_service.results.progress`) keeps the
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, TRIAL_DIR_PREFIX
+from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE, trial_of_path
 from tune_service.spec.configs import flatten, plain
 
 if TYPE_CHECKING:
@@ -73,14 +72,6 @@ def schedule(
             )
         current, counted, to_epoch = last["donor"], last.get("donor_exploits"), last["epoch"]
     return segments[::-1]
-
-
-def trial_of_path(path: str) -> str | None:
-    """The trial whose directory holds ``path`` (``.../trial_<id>/checkpoint_000003``), or None."""
-    for part in reversed(posixpath.normpath(str(path)).split("/")):
-        if part.startswith(TRIAL_DIR_PREFIX):
-            return part[len(TRIAL_DIR_PREFIX) :]
-    return None
 
 
 def lineage_frame(records: Iterable[TrialRecord]) -> pd.DataFrame:

@@ -35,6 +35,7 @@ from tune_service.results.sweep_result import (
     TrialRecord,
     append_ended,
     best_trial,
+    objectives_entry,
     one_line_error,
     ran_to_its_end,
     read_ended,
@@ -74,6 +75,7 @@ class SweepProgress(DriverCallback):
         previous: on resume, the summary the sweep had: its ended trials are kept as they were.
         lineages: on resume, the PBT exploits each unended trial went on from before the driver died (by
             trial id: :meth:`~tune_service.search.population_journal.PopulationHistory.lineages`).
+        objectives: a sweep's several objectives, ``(name, mode)`` each: it then has a front, no best.
     """
 
     def __init__(
@@ -87,10 +89,12 @@ class SweepProgress(DriverCallback):
         previous: SweepResult | None = None,
         time_unit: str = "epoch",
         lineages: Mapping[str, list[dict[str, Any]]] | None = None,
+        objectives: list[tuple[str, str]] | None = None,
     ):
         super().__init__(f"{Path(experiment_dir).name}/progress")
         self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
         self.max_t, self.total, self.time_unit = max_t, total, time_unit
+        self.objectives = list(objectives or [])
         self.observers = list(observers)
         self.started_at = time.monotonic()
         #: The trials started and not yet ended, by id.
@@ -138,14 +142,14 @@ class SweepProgress(DriverCallback):
         return self._result(tuple(trials.values()), {})
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
-        best = best_trial(trials, self.metric, self.mode)
+        best = best_trial(trials, self.metric, self.mode, self.objectives)
         return SweepResult(
             self.experiment_dir,
             self.metric,
             self.mode,
             trials,
             best,
-            {**extra, "max_t": self.max_t, "time_unit": self.time_unit},
+            {**extra, "max_t": self.max_t, "time_unit": self.time_unit, **objectives_entry(self.objectives)},
         )
 
     # -- Tune's events -------------------------------------------------------------------------------
@@ -215,7 +219,7 @@ class SweepProgress(DriverCallback):
         self.recently_ended.append(record)
         if record.lineage:
             self.exploited[record.trial_id] = record
-        if best_trial([record], self.metric, self.mode) is not None:
+        if best_trial([record], self.metric, self.mode, self.objectives) is not None:
             # the earlier of two equal values stays the best, as best_trial ranks a whole sweep
             self.best = best_trial([t for t in (self.best, record) if t is not None], self.metric, self.mode)
 

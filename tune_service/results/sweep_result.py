@@ -9,6 +9,11 @@ while the trial ran or waited; ``resume`` continues it); a summary written while
 has ``running`` trials (see :mod:`~tune_service.results.progress`). A trial's ``metrics`` are its last
 report. The best trial is the one whose last report is best on the sweep's metric; failed trials and
 non-finite values are never chosen.
+
+A sweep of several objectives (``metrics:``; ``summary.json``'s ``objectives``) has no best trial: it
+has a Pareto front (``pareto``), the trials whose last reports no other trial's beats on every
+objective, among those with a finite value of each. Its leaderboard ranks the trials by front, then by
+crowding distance (:mod:`~tune_service.search.pareto`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from tune_service.experiment.layout import (
     atomic_write,
 )
 from tune_service.redaction import redact, redact_text
+from tune_service.search.pareto import fronts, pareto_order
 from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY
 
@@ -72,6 +78,12 @@ PROGRAM_EXIT_KEY = "program_exit_code"
 UNRANKED_HIDDEN = ("step", "experiment_tag", METRIC_VALUES_KEY, PROGRAM_EXIT_KEY)
 #: How many logged values the table of a sweep without a metric shows (summary.json holds them all).
 LOGGED_COLUMNS = 6
+#: The key of a summary whose sweep has several objectives: ``[{"name": ..., "mode": ...}, ...]`` in the
+#: spec's order (absent with one objective).
+OBJECTIVES_KEY = "objectives"
+#: The key of such a summary's Pareto front, each trial as ``best`` is written; derived from the trials,
+#: so it is written for the reader and worked out again when the summary is read.
+PARETO_KEY = "pareto"
 
 
 def ran_to_its_end(progress: int, max_t: int, last_report: Any) -> bool:
@@ -133,6 +145,20 @@ class SweepResult:
         return any(t.status == "interrupted" for t in self.trials)
 
     @property
+    def objectives(self) -> list[tuple[str, str]]:
+        """The sweep's objectives as ``(name, mode)``: its several, else its one metric (none without)."""
+        return objectives_of(self.extra) or ([(self.metric, self.mode or "min")] if self.metric else [])
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+    @property
+    def pareto(self) -> tuple[TrialRecord, ...]:
+        """The trials on the Pareto front, by the first objective (one objective: the best trial)."""
+        return pareto_front(self.trials, self.objectives)
+
+    @property
     def best_config(self) -> dict[str, Any] | None:
         return self.best.config if self.best else None
 
@@ -151,14 +177,35 @@ class SweepResult:
             ),
             "trials": [_trial_dict(t) for t in self.trials],
             **self.extra,
+            **({PARETO_KEY: [_front_dict(t) for t in self.pareto]} if self.multi_objective else {}),
         }
 
     def leaderboard(self, top: int = 10) -> str:
-        """The best ``top`` trials as a text table, best first, then a count of the rest."""
-        ranked = rank_trials(self.trials, self.metric, self.mode)
+        """The best ``top`` trials as a text table, best first, then a count of the rest. Several
+        objectives: ranked by front (the ``front`` column, 1 the Pareto front), a column each."""
+        ranked = (
+            pareto_ranked(self.trials, self.objectives)
+            if self.multi_objective
+            else rank_trials(self.trials, self.metric, self.mode)
+        )
         rows = ranked[:top]
         keys = sorted({k for t in rows for k in t.config})
-        if self.metric is None:  # nothing ranks the trials: in their order, with what each logged last
+        if self.multi_objective:
+            names = [name for name, _ in self.objectives]
+            front_of = _front_numbers(self.trials, self.objectives)
+            header = ["front", "trial", "status", f"{self.time_unit}s", *names, *keys]
+            table = [header] + [
+                [
+                    str(front_of[t.trial_id] + 1) if t.trial_id in front_of else "-",
+                    t.trial_id,
+                    t.status,
+                    str(t.progress(self.time_unit)),
+                    *(format_value(t.metrics.get(name)) for name in names),
+                    *(format_value(t.config.get(k)) for k in keys),
+                ]
+                for t in rows
+            ]
+        elif self.metric is None:  # nothing ranks the trials: in their order, with what each logged last
             keys += sorted({k for t in rows for k in t.metrics if k not in (*UNRANKED_HIDDEN, *keys)})[:LOGGED_COLUMNS]
             header = ["trial", "status", f"{self.time_unit}s", *keys]
             table = [header] + [
@@ -191,6 +238,11 @@ class SweepResult:
                 counts[rare] = n
         lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
+
+
+def _front_dict(trial: TrialRecord) -> dict[str, Any]:
+    """A front member as ``summary.json``'s ``pareto`` lists it (as its ``best`` is written)."""
+    return {"trial_id": trial.trial_id, "config": trial.config, "metrics": trial.metrics}
 
 
 def _trial_dict(trial: TrialRecord) -> dict[str, Any]:
@@ -231,9 +283,64 @@ def rank_trials(trials, metric: str | None, mode: str | None) -> list[TrialRecor
     return sorted(trials, key=lambda t: (final_value(t, metric) is None, sign * (final_value(t, metric) or 0.0)))
 
 
-def best_trial(trials, metric: str | None, mode: str | None) -> TrialRecord | None:
+def best_trial(
+    trials, metric: str | None, mode: str | None, objectives: list[tuple[str, str]] | None = None
+) -> TrialRecord | None:
+    """The best trial by ``metric``; None when none has a usable value, or when ``objectives`` holds
+    several (such a sweep has a front, :func:`pareto_front`, not a best)."""
+    if objectives is not None and len(objectives) > 1:
+        return None
     ranked = rank_trials(trials, metric, mode)
     return ranked[0] if ranked and final_value(ranked[0], metric) is not None else None
+
+
+def objectives_of(extra: dict[str, Any]) -> list[tuple[str, str]]:
+    """A summary's several objectives as ``(name, mode)`` (empty for one objective)."""
+    return [(o["name"], o["mode"]) for o in extra.get(OBJECTIVES_KEY) or ()]
+
+
+def objectives_entry(objectives: list[tuple[str, str]]) -> dict[str, Any]:
+    """What a summary's ``extra`` holds of ``objectives``: nothing for one objective."""
+    if len(objectives) < 2:
+        return {}
+    return {OBJECTIVES_KEY: [{"name": name, "mode": mode} for name, mode in objectives]}
+
+
+def _scored(trials, objectives: list[tuple[str, str]]) -> tuple[list[TrialRecord], list[tuple[float, ...]]]:
+    """The trials with a usable value of every objective, and those values."""
+    kept, points = [], []
+    for t in trials:
+        values = [final_value(t, name) for name, _ in objectives]
+        if objectives and all(v is not None for v in values):
+            kept.append(t)
+            points.append(tuple(float(v) for v in values if v is not None))
+    return kept, points
+
+
+def _front_numbers(trials, objectives: list[tuple[str, str]]) -> dict[str, int]:
+    """Each scored trial's front (0: the Pareto front), by trial id."""
+    kept, points = _scored(trials, objectives)
+    modes = [mode for _, mode in objectives]
+    return {kept[i].trial_id: number for number, front in enumerate(fronts(points, modes)) for i in front}
+
+
+def pareto_front(trials, objectives: list[tuple[str, str]]) -> tuple[TrialRecord, ...]:
+    """The trials no other trial dominates, among those with a usable value of every objective, by the
+    first objective (best first)."""
+    kept, points = _scored(trials, objectives)
+    if not kept:
+        return ()
+    modes = [mode for _, mode in objectives]
+    front = [kept[i] for i in fronts(points, modes)[0]]
+    return tuple(rank_trials(front, objectives[0][0], objectives[0][1]))
+
+
+def pareto_ranked(trials, objectives: list[tuple[str, str]]) -> list[TrialRecord]:
+    """Every trial best first: the scored ones by front and crowding distance, then the others in order."""
+    kept, points = _scored(trials, objectives)
+    ranked = [kept[i] for i in pareto_order(points, [mode for _, mode in objectives])]
+    scored = {t.trial_id for t in kept}
+    return ranked + [t for t in trials if t.trial_id not in scored]
 
 
 _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")
@@ -247,10 +354,11 @@ def collect(
     max_t: int,
     unfinished: set[str] | frozenset[str] = frozenset(),
     time_unit: str = "epoch",
+    objectives: list[tuple[str, str]] | None = None,
 ) -> SweepResult:
     """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
     ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``);
-    ``max_t`` counts ``time_unit``s."""
+    ``max_t`` counts ``time_unit``s; ``objectives``: a sweep's several, as ``(name, mode)``."""
     trials = []
     for r in result_grid:
         history = r.metrics_dataframe
@@ -269,7 +377,12 @@ def collect(
             status = "completed" if ran_to_its_end(record.progress(time_unit), max_t, last) else "stopped"
         trials.append(replace(record, status=status))
     return SweepResult(
-        experiment_dir, metric, mode, tuple(trials), best_trial(trials, metric, mode), {"time_unit": time_unit}
+        experiment_dir,
+        metric,
+        mode,
+        tuple(trials),
+        best_trial(trials, metric, mode, objectives),
+        {"time_unit": time_unit, **objectives_entry(objectives or [])},
     )
 
 
@@ -342,12 +455,12 @@ def load(experiment_dir: str | os.PathLike) -> SweepResult:
     if data.get(IN_PROGRESS_KEY):
         records.update((t.trial_id, t) for t in read_ended(_in_experiment(experiment_dir, ENDED_TRIALS_FILE)))
     trials = tuple(records.values())
-    extra = {k: v for k, v in data.items() if k not in {"experiment_dir", "metric", "mode", "best", "trials"}}
+    derived = {"experiment_dir", "metric", "mode", "best", "trials", PARETO_KEY}
+    extra = {k: v for k, v in data.items() if k not in derived}
     # The directory it was read from: an experiment directory may have been moved or copied.
     where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())
-    return SweepResult(
-        where, data["metric"], data["mode"], trials, best_trial(trials, data["metric"], data["mode"]), extra
-    )
+    best = best_trial(trials, data["metric"], data["mode"], objectives_of(extra))
+    return SweepResult(where, data["metric"], data["mode"], trials, best, extra)
 
 
 def _in_experiment(experiment_dir: str | os.PathLike, name: str) -> str | Path:

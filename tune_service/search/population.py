@@ -43,7 +43,7 @@ from tune_service.errors import Problem, SpecError
 from tune_service.experiment.checkpoints import ray_checkpoint
 from tune_service.experiment.layout import trial_number
 from tune_service.ray_internals import private, set_private
-from tune_service.results.lineage import trial_of_path
+from tune_service.experiment.layout import trial_of_path
 from tune_service.search.population_journal import (
     Decision,
     PopulationHistory,

@@ -52,7 +52,14 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
     stopped = _STOPPED_TRIALS.get(spec.searcher) if spec.scheduler.type != "fifo" else None
     budget = (spec.scheduler.time_attr, spec.scheduler.max_t) if stopped else None
     searcher = trial_configs(
-        inner, decoder, spec.metric.name, spec.metric.mode, spec.metric.target, budget, stopped or "as_worst_completed"
+        inner,
+        decoder,
+        spec.metric.name,
+        spec.metric.mode,
+        spec.metric.target,
+        budget,
+        stopped or "as_worst_completed",
+        more_objectives=spec.objectives[1:],
     )
     if warm:
         warm_start.tell(searcher, warm)
@@ -221,13 +228,11 @@ def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
     sampler = optuna.samplers.TPESampler(
         seed=spec.seed, n_startup_trials=_optuna_start_up(spec), multivariate=True, constant_liar=True
     )
-    return OptunaSearch(
-        space=space,
-        metric=spec.metric.name,
-        mode=spec.metric.mode,
-        sampler=sampler,
-        points_to_evaluate=points or None,
-    )
+    # Several objectives: Ray's OptunaSearch takes them as lists, and the same TPE is Optuna's
+    # multi-objective TPE (its default for several objectives).
+    metric: Any = [o.name for o in spec.objectives] if spec.multi_objective else spec.metric.name
+    mode: Any = [o.mode for o in spec.objectives] if spec.multi_objective else spec.metric.mode
+    return OptunaSearch(space=space, metric=metric, mode=mode, sampler=sampler, points_to_evaluate=points or None)
 
 
 #: Each builder takes the spec and the points to suggest first, in the searcher's own terms (the warm

@@ -3,11 +3,11 @@ each does one job and passes everything else on to the searcher it wraps.
 
 :func:`trial_configs` stacks the four every sweep's searcher runs under, outermost first:
 
-- :class:`StopAtTarget`: once a result reaches ``metric.target``, no new trial (running ones finish,
-  as in W&B);
+- :class:`StopAtTarget`: once a result reaches ``metric.target`` (or an objective's), no new trial
+  (running ones finish, as in W&B);
 - :class:`RunningCap`: at most ``max_concurrent_trials`` *running* trials;
 - :class:`FidelityCorrected`: what the model hears of a trial that a scheduler stopped short of its
-  budget, or whose metric was not finite;
+  budget, or whose metric (an objective) was not finite;
 - :class:`Decoded`: the model's suggestion decoded into the config a trial receives.
 
 A stack saves and restores as one file (Tune asks the outermost searcher for one): each wrapper's own
@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, Sequence, TypeVar
 
 from ray.tune.search import Searcher
 
 from tune_service.search.asha import non_finite
 from tune_service.search.spaces import Decoder
+from tune_service.spec import MetricSpec
 
 _STOPPED_HEARD = ("as_worst_completed", "as_pruned")
 W = TypeVar("W", bound="SearcherWrapper")
@@ -125,12 +126,21 @@ class Decoded(SearcherWrapper):
 
 class StopAtTarget(SearcherWrapper):
     """Once a finite result reaches ``target`` (by ``mode``), :data:`Searcher.FINISHED`: no new trial,
-    while the running ones finish (W&B's ``metric.target``)."""
+    while the running ones finish (W&B's ``metric.target``). ``more_targets``: the other objectives of a
+    sweep with several, each ``(metric, mode, target)``; a result reaching any one target ends the sweep,
+    as W&B words each objective's ``target`` ("the sweep will finish once any run reaches it")."""
 
-    def __init__(self, inner: Searcher, metric: str | None, mode: str | None, target: float | None):
+    def __init__(
+        self,
+        inner: Searcher,
+        metric: str | None,
+        mode: str | None,
+        target: float | None,
+        more_targets: Sequence[tuple[str, str, float]] = (),
+    ):
         super().__init__(inner, metric, mode)
-        self.target = target
-        #: The trial whose result reached the target first (None: none yet).
+        self.targets = (*([(metric, mode, target)] if metric is not None and target is not None else []), *more_targets)
+        #: The trial whose result reached a target first (None: none yet).
         self.target_reached_by: str | None = None
 
     def suggest(self, trial_id: str):
@@ -148,14 +158,15 @@ class StopAtTarget(SearcherWrapper):
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     def _check(self, trial_id: str, result: dict) -> None:
-        target = self.target
-        value = result.get(self.metric) if target is not None and self.metric is not None else None
-        if target is None or not isinstance(value, (int, float)) or non_finite(value):
-            return
         if self.target_reached_by is not None:
             return
-        if (value >= target) if self.mode == "max" else (value <= target):
-            self.target_reached_by = trial_id
+        for metric, mode, target in self.targets:
+            value = result.get(metric)
+            if not isinstance(value, (int, float)) or non_finite(value):
+                continue
+            if (value >= target) if mode == "max" else (value <= target):
+                self.target_reached_by = trial_id
+                return
 
     def own_state(self) -> Any:
         return self.target_reached_by
@@ -220,7 +231,8 @@ class FidelityCorrected(SearcherWrapper):
       told as pruned, as Optuna's own pruners end a trial: Optuna's TPE ranks pruned trials after every
       completed one, by how far they got and then by their last value.
 
-    A searcher that models fidelities itself (BOHB), or one under FIFO, gets no budget.
+    A searcher that models fidelities itself (BOHB), or one under FIFO, gets no budget. ``more_metrics``:
+    the other objectives of a sweep with several; a trial is a failed point unless each is finite too.
     """
 
     def __init__(
@@ -230,17 +242,20 @@ class FidelityCorrected(SearcherWrapper):
         mode: str | None,
         budget: tuple[str, float] | None = None,
         stopped: str = "as_worst_completed",
+        more_metrics: Sequence[str] = (),
     ):
         super().__init__(inner, metric, mode)
         if stopped not in _STOPPED_HEARD:
             raise ValueError(f"stopped: {stopped!r}, not one of {_STOPPED_HEARD}")
         self.budget = budget
         self.stopped = stopped
+        self.more_metrics = tuple(more_metrics)
         #: The worst value of the trials that ran their whole budget (None until one has).
         self.worst_completed: float | None = None
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        if result and self.metric is not None and non_finite(result.get(self.metric)):
+        objectives = (self.metric, *self.more_metrics) if self.metric is not None else ()
+        if result and any(non_finite(result.get(name)) for name in objectives):
             result, error = None, True  # a diverged trial: a failed point to the model, never a value
         if result and not error:
             whole = self._ran_whole_budget(result)
@@ -291,10 +306,14 @@ def trial_configs(
     target: float | None = None,
     budget: tuple[str, float] | None = None,
     stopped: str = "as_worst_completed",
+    more_objectives: Sequence[MetricSpec] = (),
 ) -> SearcherWrapper:
-    """The stack every sweep's searcher runs under (the module's docstring), around ``model``."""
-    corrected = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped)
-    return StopAtTarget(RunningCap(corrected), metric, mode, target)
+    """The stack every sweep's searcher runs under (the module's docstring), around ``model``.
+    ``more_objectives``: a sweep's objectives after the first (``metric``), when it has several."""
+    more_metrics = [o.name for o in more_objectives if o.name is not None]
+    corrected = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped, more_metrics)
+    more_targets = [(o.name, o.mode, o.target) for o in more_objectives if o.name and o.mode and o.target is not None]
+    return StopAtTarget(RunningCap(corrected), metric, mode, target, more_targets)
 
 
 def saved_state(searcher: Searcher) -> bytes:

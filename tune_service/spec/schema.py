@@ -24,6 +24,7 @@ import copy
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from tune_service.spec.objectives import MAX_OBJECTIVES, MIN_OBJECTIVES
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.priors import CONFIDENCES
@@ -40,6 +41,7 @@ from tune_service.spec.training import (
 )
 from tune_service.spec.validation import SECTION_KEYS, validate
 from tune_service.spec.wandb import MODES as WANDB_MODES
+from tune_service.spec.wandb_engines import CUSTOM_METHOD, ENGINE_KEYS, ENGINES
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -81,7 +83,7 @@ _NULLABLE_SECTIONS = ("scheduler", "wandb", "early_terminate", "parameters")
 TYPES: dict[str, dict] = {
     "name": _STRING,
     "description": _STRING,
-    "method": _choice(METHODS),
+    "method": _choice((*METHODS, CUSTOM_METHOD)),
     "run_cap": _nullable(_integer(1)),
     "points_to_evaluate": {"type": "array", "minItems": 1, "items": {"type": "object", "minProperties": 1}},
     "warm_start": {"type": "string", "pattern": r"\S"},
@@ -118,6 +120,12 @@ TYPES: dict[str, dict] = {
     "metric.name": _STRING,
     "metric.goal": _choice(GOALS),
     "metric.target": _number(),
+    "metric.impute": _choice(("latest", "best", "worst")),
+    "metric.impute_while_running": _choice(("latest", "best", "worst", "false")),
+    "scheduler.engine": _choice(ENGINES),
+    "scheduler.source": _STRING,
+    "scheduler.optimizer": _STRING,
+    "scheduler.search_space": _STRING,
     "early_terminate.type": {"const": "hyperband"},
     "early_terminate.min_iter": _integer(1),
     "early_terminate.max_iter": _integer(1),
@@ -205,9 +213,12 @@ DESCRIPTIONS: dict[str, str] = {
     "defaults to the spec file's name without its extension.",
     "description": "Free text about the sweep, shown with its plan.",
     "method": "The search algorithm: random, grid (every combination), bayes (hyperopt TPE, as W&B's bayes), "
-    "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB) or optuna (Optuna's TPE, the "
-    "`optuna` extra).",
+    "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB), optuna (Optuna's TPE, the "
+    "`optuna` extra) or custom (W&B's method for a search its scheduler engine runs: Optuna's TPE here).",
     "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
+    "metrics": "W&B's several objectives, instead of metric: 2 to 4 entries, each as metric is written; every "
+    "trial runs its budget (scheduler fifo) and the results show the Pareto front. Methods custom, optuna "
+    "(Optuna's multi-objective TPE), random and grid.",
     "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
     "points_to_evaluate": "Configs to try first, each a mapping of every searched parameter (active under it) to "
     "a value it can take; they run as the sweep's first trials, count toward run_cap, and the searcher learns "
@@ -225,7 +236,8 @@ DESCRIPTIONS: dict[str, str] = {
     "(ASHA, or HyperBand-for-BOHB with method bohb).",
     "task": "What each trial trains: a built-in task's name, or `package.module:attr` naming a Task or a "
     "`train_loop_per_worker` function.",
-    "scheduler": "Early stopping of trials, and every trial's epoch budget.",
+    "scheduler": "Early stopping of trials, and every trial's epoch budget; or W&B's scheduler block "
+    "(`engine: wandb | optuna | ax`), told apart by its keys.",
     "resources": "One trial's DDP world: its number of ranks and each rank's CPUs and GPUs.",
     "training": "How the shared train loop trains every trial: settings of the sweep, never searched.",
     "wandb": "Where and how each trial is logged, as one wandb run grouped by sweep.",
@@ -246,6 +258,15 @@ DESCRIPTIONS: dict[str, str] = {
     "metric.goal": "Whether a smaller (minimize) or a larger (maximize) value of the metric is better.",
     "metric.target": "A value of the metric that, once a result reaches it, starts no new trial "
     "(running trials finish).",
+    "metric.impute": "W&B's value for a failed run in its Bayesian search: read, not used (a failed trial is "
+    "a failed point to the searcher).",
+    "metric.impute_while_running": "W&B's value for a running run: read, not used.",
+    "scheduler.engine": "W&B's engine: wandb runs the file's method (grid, bayes, random); optuna runs Optuna's "
+    "TPE (needs method custom); ax is not offered, and Optuna's TPE runs in its place.",
+    "scheduler.source": "W&B's Python file of engine hooks: read, not run (W&B has published no contract for "
+    "them); the search runs on parameters.",
+    "scheduler.optimizer": "W&B's function in source that builds the optimizer: read, not run.",
+    "scheduler.search_space": "W&B's function in source that defines the space: read, not run; give parameters.",
     "early_terminate.type": "W&B's early-termination algorithm; hyperband is the only one.",
     "early_terminate.min_iter": "The first rung, in epochs: the scheduler's grace_period.",
     "early_terminate.max_iter": "A trial's epoch budget: the scheduler's max_t.",
@@ -484,8 +505,29 @@ def _section(path: str, defaults: SweepSpec) -> dict:
 
 def _property(dotted: str, defaults: SweepSpec) -> dict:
     """The schema of the key at ``dotted``: its description, type, bounds and default."""
+    schema: dict[str, Any]
     if dotted == "training.schedule":  # a schedule's name is short for {name: NAME}
         schema = {"description": _described(dotted), "anyOf": [_choice(SCHEDULES), _section(dotted, defaults)]}
+    elif dotted == "scheduler":  # ours, or W&B's engine block: told apart by their keys
+        engine_block = {
+            "type": "object",
+            "properties": {key: _property(f"scheduler.{key}", defaults) for key in ENGINE_KEYS},
+            "required": ["engine"],
+            "additionalProperties": False,
+        }
+        schema = {
+            "description": _described(dotted),
+            "anyOf": [_section(dotted, defaults), engine_block, {"type": "null"}],
+        }
+    elif dotted == "metrics":
+        metric = _section("metric", defaults)
+        schema = {
+            "description": _described(dotted),
+            "type": "array",
+            "minItems": MIN_OBJECTIVES,
+            "maxItems": MAX_OBJECTIVES,
+            "items": {**metric, "required": ["name"]},
+        }
     elif dotted in SECTION_KEYS:
         schema = {"description": _described(dotted), **_section(dotted, defaults)}
         if dotted == "early_terminate":
@@ -498,7 +540,7 @@ def _property(dotted: str, defaults: SweepSpec) -> dict:
         found, default = _default(dotted, defaults)
         if found:
             schema["default"] = default
-    if dotted in _NULLABLE_SECTIONS:
+    if dotted in _NULLABLE_SECTIONS and dotted != "scheduler":  # the scheduler's two blocks include null
         described = schema.pop("description")
         schema = {"description": described, "anyOf": [schema, {"type": "null"}]}
     return schema

@@ -229,6 +229,9 @@ class SweepSpec:
     failure: FailureSpec = field(default_factory=FailureSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     limits: LimitsSpec = field(default_factory=LimitsSpec)
+    #: The objectives of a sweep with several (``metrics:``, :mod:`~tune_service.spec.objectives`), in the
+    #: file's order; ``metric`` is then the first of them. Empty with one objective.
+    objectives: tuple[MetricSpec, ...] = ()
     #: Configs to run first (``points_to_evaluate``), each flat, its values typed
     #: (:mod:`~tune_service.spec.known_points`).
     points_to_evaluate: tuple[Mapping[str, Any], ...] = ()
@@ -253,6 +256,19 @@ class SweepSpec:
         """Whether the trials run ``program`` with ``command`` (a W&B sweep file without ``task``: W&B's
         agent runs a ``command`` without a ``program`` too) rather than a task."""
         return (self.program is not None or self.command is not None) and not self.task
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether the sweep has several objectives (``metrics:``)."""
+        return len(self.objectives) > 1
+
+    @property
+    def metrics(self) -> tuple[MetricSpec, ...]:
+        """Every objective: the ``metrics:`` of a sweep with several, else its one ``metric`` (none for a
+        W&B program sweep without a metric)."""
+        if self.objectives:
+            return self.objectives
+        return (self.metric,) if self.metric.declared else ()
 
     @property
     def searcher(self) -> str:

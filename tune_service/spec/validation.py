@@ -16,6 +16,7 @@ from tune_service.errors import SpecError
 from tune_service.spec.configs import flatten
 from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
 from tune_service.spec.known_points import read_known_points
+from tune_service.spec.objectives import OBJECTIVE_KEYS, check_method, check_scheduler, read_metric, read_objectives
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.priors import KEY as PRIORS_KEY
@@ -24,7 +25,6 @@ from tune_service.spec.rules import Checker
 from tune_service.spec.sweep import (
     DEFAULT_RUN_CAP,
     GANG_MODES,
-    GOALS,
     METHODS,
     PROGRAM_MAX_T,
     POPULATIONS,
@@ -54,6 +54,7 @@ from tune_service.spec.training import (
 )
 from tune_service.spec.wandb import MODES as WANDB_MODES
 from tune_service.spec.wandb import WandbSettings
+from tune_service.spec.wandb_engines import CUSTOM_METHOD, read_engine_block, resolve_method
 
 #: Every key each mapping of the document accepts, by its dotted path ("" is the top level); any other key
 #: is refused. :mod:`~tune_service.spec.schema` builds the JSON Schema's properties from these.
@@ -62,6 +63,7 @@ TOP_LEVEL_KEYS = (
     "description",
     "method",
     "metric",
+    "metrics",
     "run_cap",
     "parameters",
     "early_terminate",
@@ -82,7 +84,6 @@ TOP_LEVEL_KEYS = (
     *WANDB_AGENT_KEYS,
     *WANDB_NOTED_KEYS,
 )
-METRIC_KEYS = ("name", "goal", "target")
 EARLY_TERMINATE_KEYS = ("type", "min_iter", "max_iter", "s", "eta", "strict")
 SCHEDULER_KEYS = tuple(f.name for f in fields(SchedulerSpec))
 RESOURCE_KEYS = tuple(f.name for f in fields(ResourceSpec) if f.name != "gpus_auto")
@@ -114,7 +115,7 @@ LIMITS_KEYS = tuple(f.name for f in fields(LimitsSpec))
 EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS,
-    "metric": METRIC_KEYS,
+    "metric": OBJECTIVE_KEYS,
     "early_terminate": EARLY_TERMINATE_KEYS,
     "scheduler": SCHEDULER_KEYS,
     "resources": RESOURCE_KEYS,
@@ -145,21 +146,31 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
 
     name = check.string("name", raw.get("name", default_name))
     description = check.string("description", raw.get("description", ""))
-    method = check.choice("method", raw.get("method", "random"), METHODS)
+    engine = read_engine_block(check, raw, SCHEDULER_KEYS)
+    method = resolve_method(
+        check, check.choice("method", raw.get("method", "random"), (*METHODS, CUSTOM_METHOD)), engine
+    )
     parameters = _parameters(check, raw.get("parameters"))
     runs_program = (program is not None or command is not None) and "task" not in raw  # as W&B's agent runs it
-    if runs_program and raw.get("metric") is None:
+    objectives = read_objectives(check, raw)
+    if objectives:
+        metric = objectives[0]
+        check_method(check, method)
+    elif runs_program and raw.get("metric") is None:
         metric = MetricSpec(name=None)  # as W&B runs a sweep without a metric: see _without_metric
         _without_metric(check, raw, method)
     else:
-        metric = _metric(check, raw.get("metric", {}))
+        metric = read_metric(check, raw.get("metric", {}))
     task = "" if runs_program else _task(check, raw.get("task", "digits"))
     scheduler = _scheduler(
         check,
-        _early_terminate(check, raw.get("early_terminate"), raw.get("scheduler"), method, runs_program),
+        _early_terminate(
+            check, raw.get("early_terminate"), None if engine else raw.get("scheduler"), method, runs_program
+        ),
         method,
         runs_program,
         metric.declared,
+        multi_objective=bool(objectives),
     )
     # W&B's agent runs one process per trial; several ranks are asked for, never assumed.
     resources = _resources(check, raw.get("resources", {}), ResourceSpec(workers=1) if runs_program else ResourceSpec())
@@ -175,7 +186,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
     points_to_evaluate = read_known_points(check, raw.get(KNOWN_POINTS_KEY), parameters, run_cap)
-    warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared)
+    warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared, bool(objectives))
     priors = read_priors(check, raw.get(PRIORS_KEY), parameters, method)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
@@ -193,6 +204,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         name=name,
         method=method,
         metric=metric,
+        objectives=objectives,
         run_cap=run_cap,
         parameters=parameters,
         points_to_evaluate=points_to_evaluate,
@@ -270,18 +282,6 @@ def _without_metric(check: Checker, raw: dict, method: str) -> None:
         )
 
 
-def _metric(check: Checker, raw: Any) -> MetricSpec:
-    d = MetricSpec()
-    if not isinstance(raw, dict):
-        check.fail("metric", f"must be a mapping with name and goal, got {raw!r}")
-        return d
-    check.unknown_keys("metric", raw, METRIC_KEYS)
-    name = check.string("metric.name", raw.get("name", d.name))
-    goal = check.choice("metric.goal", raw.get("goal", d.goal), GOALS)
-    target = check.number("metric.target", raw["target"]) if "target" in raw else None
-    return MetricSpec(name=name, goal=goal, target=target)
-
-
 def _early_terminate(check: Checker, raw: Any, scheduler: Any, method: str, runs_program: bool = False) -> Any:
     """W&B's ``early_terminate: {type: hyperband, ...}`` as our scheduler keys, merged into ``scheduler``.
 
@@ -348,7 +348,7 @@ def _task(check: Checker, raw: Any) -> str:
 WARM_START_METHODS = ("bayes", "hyperopt", "optuna", "bohb")
 
 
-def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool) -> str | None:
+def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool, multi_objective: bool) -> str | None:
     """``warm_start``: an earlier sweep's experiment (a directory, or a URI on remote storage), whose
     trials the searcher is told before the first trial; read when the sweep is planned
     (:mod:`tune_service.search.warm_start`)."""
@@ -366,6 +366,8 @@ def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool) -> str 
         check.fail(
             "warm_start", f"needs the sweep's metric: the searcher learns the earlier trials' values of it, got {raw!r}"
         )
+    elif multi_objective:
+        check.fail("warm_start", f"is not offered with several objectives (metrics) yet, got {raw!r}")
     return raw
 
 
@@ -376,11 +378,17 @@ def _run_cap(check: Checker, raw: Any, method: str) -> int | None:
 
 
 def _scheduler(
-    check: Checker, raw: Any, method: str, runs_program: bool = False, has_metric: bool = True
+    check: Checker,
+    raw: Any,
+    method: str,
+    runs_program: bool = False,
+    has_metric: bool = True,
+    multi_objective: bool = False,
 ) -> SchedulerSpec:
     """The ``scheduler`` block. A program trial counts the values of the metric it logs (its ``wandb.log``
     steps, without a metric), is stopped early only when the spec asks, and, unless a budget is given,
-    runs until the program ends (:data:`PROGRAM_MAX_T`)."""
+    runs until the program ends (:data:`PROGRAM_MAX_T`). Several objectives: FIFO, and only FIFO
+    (:mod:`~tune_service.spec.objectives`)."""
     if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks,
         # counted in values of the metric, as W&B's hyperband counts (run.metric_history), with no budget
         d = SchedulerSpec(
@@ -388,6 +396,8 @@ def _scheduler(
             time_unit="value" if has_metric else "step",
             max_t=PROGRAM_MAX_T,
         )
+    elif multi_objective:
+        d = SchedulerSpec(type="fifo")
     else:
         d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:
@@ -396,6 +406,8 @@ def _scheduler(
         return d
     check.unknown_keys("scheduler", raw, SCHEDULER_KEYS)
     kind = check.choice("scheduler.type", raw.get("type", d.type), SCHEDULERS)
+    if multi_objective:
+        check_scheduler(check, kind)
     if method == "bohb" and kind != "hyperband":
         check.fail(
             "scheduler.type",

@@ -59,7 +59,11 @@ LOOP_REPORTS = (
     "lr",
     "precision",
     "epoch_time_s",
+    "n_params",
+    "latency_ms",
 )
+#: The loop's reports that are measured times: they differ between two runs of one config.
+TIMED_REPORTS = ("epoch_time_s", "latency_ms")
 #: The hyperparameters the shared loop reads for every task (and any argument of the torch optimizer
 #: the config names: betas, eps, nesterov, ...; see tune_service.tasks.optimizers).
 LOOP_HYPERPARAMETERS = ("lr", "batch_size", "optimizer", "weight_decay", "momentum")

@@ -48,6 +48,9 @@ class Digits(Task):
     (MLP hidden layers), ``dropout``, ``noise`` (std of the Gaussian pixel noise added to training
     images as augmentation), plus the shared loop's ``lr``, ``batch_size``, ``optimizer``,
     ``weight_decay``, ``momentum``. The CNN has BatchNorm (SyncBatchNorm on multi-GPU trials).
+
+    Reports (the shared loop's, :data:`~tune_service.tasks.base.LOOP_REPORTS`) ``val_accuracy`` beside what
+    a model costs, ``n_params`` and ``latency_ms``: what ``search_spaces/multi_objective.yaml`` trades.
     """
 
     name = "digits"

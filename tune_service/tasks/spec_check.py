@@ -26,15 +26,16 @@ def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list
     """
     problems = []
     reported = task.reported_metrics()
-    name = spec.metric.name
-    if reported is not None and name not in reported:
-        problems.append(
-            Problem(
-                "metric.name",
-                f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
-                f"it reports: {', '.join(reported)}",
+    for i, objective in enumerate(spec.metrics):
+        name = objective.name
+        if reported is not None and name is not None and name not in reported:
+            problems.append(
+                Problem(
+                    f"metrics[{i}].name" if spec.multi_objective else "metric.name",
+                    f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
+                    f"it reports: {', '.join(reported)}",
+                )
             )
-        )
     taken = task.taken_hyperparameters()
     for parameter in [p.name for p in spec.parameters if p.is_searched] if taken is not None else ():
         top = parameter.split(".")[0]

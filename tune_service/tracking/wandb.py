@@ -271,12 +271,16 @@ class WandbTracker(DriverCallback):
 
     def log_sweep(self, outcome: Any) -> None:
         """The sweep's summary run: a table of every trial (config, final metrics, status, epochs) and
-        the best config, for parallel-coordinates and parameter-importance panels."""
+        the best config (several objectives: the Pareto front's trials and configs), for
+        parallel-coordinates and parameter-importance panels."""
         summary_id = run_id(self.experiment, SUMMARY_RUN)
         columns, rows = trials_table(outcome.trials)
         best = outcome.best
         counts = {s: sum(t.status == s for t in outcome.trials) for s in ("completed", "stopped", "failed")}
         config = {"metric": outcome.metric, "mode": outcome.mode, "trials": len(outcome.trials)}
+        if outcome.multi_objective:
+            config["objectives"] = [{"name": name, "mode": mode} for name, mode in outcome.objectives]
+        front = {t.trial_id: redact(t.config) for t in outcome.pareto} if outcome.multi_objective else None
 
         def write() -> None:
             import wandb
@@ -296,7 +300,9 @@ class WandbTracker(DriverCallback):
                     "best_config": redact(best.config) if best else None,
                 }
             )
-            if outcome.metric is not None:
+            if front is not None:
+                run.summary["pareto_front"] = front
+            elif outcome.metric is not None:
                 run.summary[f"best_{outcome.metric}"] = best.metrics.get(outcome.metric) if best else None
             run.finish()
 

@@ -46,7 +46,13 @@ from tune_service.training.checkpoint import write_state
 from tune_service.training.data import RankLoaders, build_loaders, loader_settings, plan_batches, steps_per_epoch_of
 from tune_service.training.distributed import RankInfo, rank_epoch_seed, seed_everything
 from tune_service.training.guards import NonFiniteLoss, check_finite_losses
-from tune_service.training.loop import learning_rate_schedule, report_metrics, step_loss, validation_metrics
+from tune_service.training.loop import (
+    learning_rate_schedule,
+    parameter_count,
+    report_metrics,
+    step_loss,
+    validation_metrics,
+)
 from tune_service.training.oom import hold_to_gpu_share
 from tune_service.training.optim import LearningRateSchedule, make_optimizer, optimizer_settings
 from tune_service.training.precision import Precision, choose_precision
@@ -495,8 +501,10 @@ def _optimizer_step(run: FusedRun) -> None:
 
 
 @torch.no_grad()
-def evaluate(run: FusedRun) -> list[dict[str, float]]:
-    """Each active member's ``val_loss`` and ``val_<metric>`` over the validation set."""
+def evaluate(run: FusedRun) -> tuple[list[dict[str, float]], float]:
+    """Each active member's ``val_loss`` and ``val_<metric>`` over the validation set, and the pass's
+    milliseconds per sample and member (the fused pass shared evenly among the members it evaluated)."""
+    started = time.perf_counter()
     run.models.base.eval()
     step = run.models.vmapped(lambda model, batch: _sums_tensor(run.task.validation_step(model, batch, run.hparams)))
     totals: dict[str, torch.Tensor] = {}
@@ -511,7 +519,8 @@ def evaluate(run: FusedRun) -> list[dict[str, float]]:
             totals[name] = totals[name] + value.double() if name in totals else value.double()
     names = sorted(n for n in totals if n != "loss")
     stacked = torch.stack([totals["loss"], *(totals[n] for n in names)], dim=1).tolist()  # one host sync
-    return [validation_metrics(names, [loss, samples, *metrics]) for loss, *metrics in stacked]
+    latency_ms = 1000 * (time.perf_counter() - started) / max(samples, 1) / max(len(stacked), 1)
+    return [validation_metrics(names, [loss, samples, *metrics]) for loss, *metrics in stacked], latency_ms
 
 
 def _sums_tensor(sums: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -545,7 +554,7 @@ def fit_bundle(
         seed_everything(rank_epoch_seed(first.seed, 0, epoch))  # dropout, augmentation: as the loop draws
         started = time.perf_counter()
         train = train_epoch(run, epoch).tolist()
-        validation = evaluate(run)
+        validation, latency_ms = evaluate(run)
         lrs = run.optimizer.lrs()
         leaving = []
         for row, member in enumerate(list(run.active)):
@@ -560,6 +569,8 @@ def fit_bundle(
                 lr=lrs[row],
                 precision=run.precision.name,
                 started=started,
+                n_params=parameter_count(run.models.base),
+                latency_ms=latency_ms,
             )
             try:
                 check_finite_losses(metrics, epoch, run.precision.name)  # as the loop ends a trial alone

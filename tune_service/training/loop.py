@@ -389,7 +389,8 @@ def fit(config: TrialConfig | Mapping[str, Any], context: TrainContext | None = 
     length), ``step`` (optimizer steps so far), ``train_loss`` (since the last report), ``val_loss``,
     ``val_<metric>`` per task metric, ``world_size``, ``batch_per_rank`` (the micro-batch),
     ``grad_accum_steps``, ``global_batch``, ``lr``, ``precision``, ``epoch_time_s`` (the seconds since
-    the last report).
+    the last report), ``n_params`` (the model's parameters) and ``latency_ms`` (the validation pass's
+    milliseconds per sample on a rank, data loading included: inference latency at the validation's batch).
 
     Raises:
         TrialOutOfMemory: a rank ran out of memory; the message names the batch and the device's memory.
@@ -484,11 +485,16 @@ def _training_reports(
 
 def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
     """The training since the last report and a validation now: the report's metrics, over all ranks."""
+    validating = time.perf_counter()
     names, val_sums = validation_sums(
         run.model.module, run.task, run.loaders.validation, run.precision, run.device, run.hparams
     )
+    if run.device.type == "cuda":
+        torch.cuda.synchronize(run.device)  # the validation's kernels done: its time is the latency's
+    seconds = torch.tensor([time.perf_counter() - validating], dtype=val_sums.dtype, device=val_sums.device)
     # One collective and one host sync per report, for the training and the validation sums together.
-    loss_sum, samples, *val_totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums])).tolist()
+    totals = all_reduce_sum(torch.cat([run.train_totals(), val_sums, seconds])).tolist()
+    loss_sum, samples, *val_totals, validation_seconds = totals
     run.reset_train_totals()
     batches = _length(run.loaders.train)
     progress = (
@@ -506,6 +512,8 @@ def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
         lr=run.lr,
         precision=run.precision.name,
         started=started,
+        n_params=parameter_count(run.model.module),
+        latency_ms=1000 * validation_seconds / max(val_totals[0], 1.0),  # the ranks' seconds over their samples
     )
 
 
@@ -520,9 +528,13 @@ def report_metrics(
     lr: float,
     precision: str,
     started: float,
+    n_params: int,
+    latency_ms: float,
 ) -> dict[str, Any]:
     """One report in the loop's form (:data:`~tune_service.tasks.base.LOOP_REPORTS` and the validation's
-    ``val_loss`` and ``val_<metric>``); ``started``: when the time since the last report began."""
+    ``val_loss`` and ``val_<metric>``); ``started``: when the time since the last report began;
+    ``n_params``: the model's parameters; ``latency_ms``: the validation's milliseconds per sample on a
+    rank (what a quality-against-cost sweep trades, :mod:`~tune_service.spec.objectives`)."""
     return {
         **validation,
         "epoch": epoch,
@@ -535,7 +547,14 @@ def report_metrics(
         "lr": lr,
         "precision": precision,
         "epoch_time_s": time.perf_counter() - started,
+        "n_params": n_params,
+        "latency_ms": latency_ms,
     }
+
+
+def parameter_count(model: nn.Module) -> int:
+    """The number of the model's parameters (each tensor once, however often it is shared)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
 def _due_checkpoint(run: TrainingRun, config: TrialConfig, last: bool) -> str | None:

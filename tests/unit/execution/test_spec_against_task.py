@@ -28,7 +28,7 @@ def test_a_metric_the_task_never_reports_is_refused_naming_the_nearest(tmp_path,
     assert code == cli.EXIT_USAGE
     assert err == ("error: metric.name: the task digits never reports 'accuracy' (did you mean 'val_accuracy'?); "
                    "it reports: epoch, step, train_loss, val_loss, world_size, batch_per_rank, grad_accum_steps, "
-                   "global_batch, lr, precision, epoch_time_s, val_accuracy\n")
+                   "global_batch, lr, precision, epoch_time_s, n_params, latency_ms, val_accuracy\n")
 
 
 def test_a_parameter_the_task_does_not_take_is_refused_naming_the_nearest(tmp_path, capsys, forbid_ray_start):

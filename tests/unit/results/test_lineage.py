@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from ray import tune
 
 from tune_service.results.analysis import load_results
-from tune_service.results.lineage import exploit_of, schedule, trial_of_path, with_lineage
+from tune_service.experiment.layout import trial_of_path
+from tune_service.results.lineage import exploit_of, schedule, with_lineage
 from tune_service.results.sweep_result import SweepResult, TrialRecord
 from tune_service.results.progress import SweepProgress
 

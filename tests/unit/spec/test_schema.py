@@ -21,6 +21,7 @@ from tune_service.spec.parameters import DISTRIBUTIONS, PARAMETER_KEYS
 from tune_service.spec.reference import COMMAND, spec_reference_markdown
 from tune_service.spec.schema import DESCRIPTIONS, PARAMETER_TYPES, TYPES, spec_schema
 from tune_service.spec.validation import SECTION_KEYS
+from tune_service.spec.wandb_engines import CUSTOM_METHOD, ENGINE_KEYS, ENGINES
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "docs" / "spec-reference.md"
@@ -135,6 +136,7 @@ def test_every_parameter_key_and_distribution_is_in_the_schema(schema):
 
 def test_no_description_or_type_is_left_for_a_key_the_spec_no_longer_has():
     keys = {f"{path}.{key}" if path else key for path, section in SECTION_KEYS.items() for key in section}
+    keys |= {f"scheduler.{key}" for key in ENGINE_KEYS}  # W&B's scheduler block, the other reading of `scheduler`
     assert set(DESCRIPTIONS) <= keys
     assert set(TYPES) <= keys
     assert set(PARAMETER_TYPES) <= set(PARAMETER_KEYS)
@@ -159,7 +161,8 @@ def test_the_choices_are_the_spec_constants(schema):
     from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS
 
     props = schema["properties"]
-    assert props["method"]["enum"] == list(METHODS)
+    assert props["method"]["enum"] == [*METHODS, CUSTOM_METHOD]
+    assert props["scheduler"]["anyOf"][1]["properties"]["engine"]["enum"] == list(ENGINES)
     assert props["metric"]["properties"]["goal"]["enum"] == list(GOALS)
     assert props["scheduler"]["anyOf"][0]["properties"]["type"]["enum"] == list(SCHEDULERS)
     assert props["execution"]["properties"]["gangs"]["enum"] == list(GANG_MODES)

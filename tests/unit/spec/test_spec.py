@@ -107,7 +107,7 @@ def test_override_without_equals_is_refused():
      "min, max, q, mu, sigma, a, b, when, parameters"),
     (minimal(parameters={"h": 5}),
      "parameters.h: must be a mapping such as {value: ...}, {values: [...]} or {distribution: ..., min: ..., max: ...}, got 5"),
-    (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, optuna, got 'tpe'"),
+    (minimal(method="tpe"), "method: must be one of random, grid, bayes, hyperopt, bohb, optuna, custom, got 'tpe'"),
     (minimal(metric={"name": "acc", "goal": "max"}),
      "metric.goal: must be one of minimize, maximize, got 'max' (did you mean 'maximize'?)"),
     (minimal(run_cap=0), "run_cap: must be >= 1, got 0"),
@@ -120,7 +120,7 @@ def test_override_without_equals_is_refused():
     (minimal(resources={"gpus": 1}),
      "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
-     "method, metric, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, points_to_evaluate, warm_start, priors, program, command, controller, job, image_uri"),
+     "method, metric, metrics, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, points_to_evaluate, warm_start, priors, program, command, controller, job, image_uri"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
     (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
     (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
