@@ -38,6 +38,11 @@ def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callab
     driver = subprocess.Popen([sys.executable, "-m", "tune_service.cli", str(spec), "--storage", str(storage),
                                "--name", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=group)
+    # Read as it comes: a driver that writes more than the pipe holds (64 KiB) before the signal would
+    # otherwise block on its next write, and never become ready.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(driver.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     descendants, signalled_at = [], None
     try:
         deadline = time.monotonic() + timeout
@@ -51,13 +56,14 @@ def signal_driver_when(spec: Path, storage: Path | str, name: str, ready: Callab
                     driver.send_signal(signum)
                 break
             time.sleep(0.2)
-        output, _ = driver.communicate(timeout=240)
+        driver.wait(timeout=240)
     finally:
         if driver.poll() is None:
             driver.send_signal(signal.SIGKILL)
             driver.wait()
+        reader.join(timeout=60)  # the pipe ends once every process holding it has (Ray's too)
     ended_s = None if signalled_at is None else time.monotonic() - signalled_at
-    return Signalled(driver.returncode, output, descendants, ended_s)
+    return Signalled(driver.returncode, "".join(lines), descendants, ended_s)
 
 
 def command_line(process: psutil.Process) -> str:

@@ -154,7 +154,7 @@ class SweepPlan:
         lines = [
             f"sweep        {s.name}" + (f" - {s.description}" if s.description else ""),
             *self._describe_task(),
-            f"method       {_method_named(s.method)}",
+            f"method       {_method_named(s)}",
             f"metric       {_describe_metric(s)}",
             f"trials       {self.num_trials}",
             "parameters",
@@ -214,6 +214,12 @@ class SweepPlan:
                 + (f", grace_period={sched.grace_period}" if sched.type == "asha" else "")
             )
             how = "expected" if self.schedule.exact else "expected, asynchronous promotion lets a few more on"
+            if s.multi_objective:
+                names = ", ".join(o.name or "" for o in s.objectives)
+                lines.append(
+                    f"  a rung ranks its trials by Pareto order over {names}: non-dominated fronts, then "
+                    f"crowding distance, then trial id (MO-ASHA, NSGA-II's selection)"
+                )
             if sched.time_unit == "value":
                 how += f"; a {sched.time_unit} is one value of {s.metric.name} logged, as W&B's hyperband counts"
             lines.append(f"  rungs ({how})")
@@ -246,7 +252,7 @@ class SweepPlan:
         """The plan in two lines (and one each for ``gpus_per_worker: auto`` and a warm start), for the head
         of a run's output (``describe`` has it all)."""
         s, r = self.spec, self.spec.resources
-        method = _method_named(s.method)
+        method = _method_named(s)
         open_ended = s.scheduler.open_ended
         if s.scheduler.type == "fifo":
             schedule = (
@@ -326,8 +332,8 @@ def _describe_metric(spec: SweepSpec) -> str:
     if spec.multi_objective:
         return (
             "; ".join(_describe_objective(o) for o in spec.objectives)
-            + f" -- {len(spec.objectives)} objectives: the searcher models them all, every trial runs its "
-            f"budget (fifo), and the results show the Pareto front (the trials no other beats on every objective)"
+            + f" -- {len(spec.objectives)} objectives: the searcher models them all, and the results show the "
+            f"Pareto front (the trials that no other trial beats on every objective)"
         )
     if not m.declared:
         return (
@@ -443,6 +449,10 @@ def make_plan(
 _METHOD_NOTES = {"bayes": "hyperopt TPE", "optuna": "Optuna's TPE"}
 
 
-def _method_named(method: str) -> str:
-    """``method`` as the plan prints it: ``bayes (hyperopt TPE)``, ``optuna (Optuna's TPE)``, ``random``."""
+def _method_named(spec: SweepSpec) -> str:
+    """The method as the plan prints it: ``bayes (hyperopt TPE)``, ``optuna (Optuna's TPE)``, ``optuna
+    (Optuna's NSGA-II, generations of 50)``, ``random``."""
+    method = spec.method
+    if method == "optuna" and spec.optuna.sampler == "nsga2":
+        return f"optuna (Optuna's NSGA-II, generations of {spec.optuna.population_size})"
     return f"{method} ({_METHOD_NOTES[method]})" if method in _METHOD_NOTES else method

@@ -63,8 +63,8 @@ class PromotingASHA(FIFOScheduler):
             )
         self.time_attr, self.max_t, self.eta = time_attr, max_t, reduction_factor
         self.milestones = asha_milestones(grace_period, max_t, reduction_factor)[::-1]  # highest first
-        #: Per milestone, each trial's value there (higher is better: the metric, negated when minimised).
-        self.rungs: dict[float, dict[str, float]] = {m: {} for m in self.milestones}
+        #: Per milestone, each trial's entry there (:meth:`_entry`).
+        self.rungs: dict[float, dict[str, Any]] = {m: {} for m in self.milestones}
         self.stopped = 0
         self._recorded = dict(recorded or {})
 
@@ -82,9 +82,22 @@ class PromotingASHA(FIFOScheduler):
             raise ValueError("ASHA needs the sweep's metric and mode before its first trial")
         return 1.0 if self._mode == "max" else -1.0
 
-    def _reported(self, result: dict[str, Any]) -> tuple[Any, Any]:
-        """The time and the metric's value of a result (None where absent, or before the metric is set)."""
-        return result.get(self.time_attr), result.get(self._metric) if self._metric is not None else None
+    def _entry(self, result: dict[str, Any]) -> Any:
+        """What ``result`` records at a rung, higher better: the metric's value, negated when minimised
+        (NaN when it is not finite); None where the result lacks it, or before the metric is set."""
+        value = result.get(self._metric) if self._metric is not None else None
+        if value is None:
+            return None
+        return math.nan if non_finite(value) else self._sign * value
+
+    def _finite(self, entry: Any) -> bool:
+        return not non_finite(entry)
+
+    def _promotes(self, rung: dict[str, Any], trial_id: str) -> bool:
+        """Whether ``trial_id`` is among the ``floor(n / eta)`` best of the ``n`` trials at ``rung`` (at
+        least the best); an equal value goes on with the one it equals."""
+        ranked = sorted(rung.values(), reverse=True)
+        return rung[trial_id] >= ranked[max(int(len(ranked) // self.eta), 1) - 1]
 
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         recorded = self._recorded.pop(trial.trial_id, None)
@@ -92,42 +105,40 @@ class PromotingASHA(FIFOScheduler):
             return
         resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
         for result in recorded.reported_once(resumes):
-            time, value = self._reported(result)
+            time, entry = result.get(self.time_attr), self._entry(result)
             # As on_trial_result: a result at max_t ends the trial without a decision, a non-finite one unrecorded.
-            if non_finite(value):
+            if entry is not None and not self._finite(entry):
                 break
-            if isinstance(time, (int, float)) and isinstance(value, (int, float)) and time < self.max_t:
-                self._judge(trial.trial_id, time, self._sign * value)
+            if isinstance(time, (int, float)) and entry is not None and time < self.max_t:
+                self._judge(trial.trial_id, time, entry)
 
     def on_trial_result(self, tune_controller, trial: Trial, result: dict[str, Any]) -> str:
-        time, value = self._reported(result)
-        if time is None or value is None:
+        time, entry = result.get(self.time_attr), self._entry(result)
+        if time is None or entry is None:
             return TrialScheduler.CONTINUE
-        if non_finite(value):
+        if not self._finite(entry):
             decision = TrialScheduler.STOP
         elif time >= self.max_t:
             decision = TrialScheduler.STOP
         else:
-            decision = self._judge(trial.trial_id, time, self._sign * value)
+            decision = self._judge(trial.trial_id, time, entry)
         self.stopped += decision == TrialScheduler.STOP
         return decision
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict[str, Any]) -> None:
-        time, value = self._reported(result)
-        if time is not None and value is not None and not non_finite(value):
-            self._judge(trial.trial_id, time, self._sign * value)  # recorded where it ended
+        time, entry = result.get(self.time_attr), self._entry(result)
+        if time is not None and entry is not None and self._finite(entry):
+            self._judge(trial.trial_id, time, entry)  # recorded where it ended
 
-    def _judge(self, trial_id: str, time: float, value: float) -> str:
-        """Record ``value`` at the highest milestone ``time`` reached where ``trial_id`` has none yet,
+    def _judge(self, trial_id: str, time: float, entry: Any) -> str:
+        """Record ``entry`` at the highest milestone ``time`` reached where ``trial_id`` has none yet,
         and decide there; CONTINUE if there is none."""
         for milestone in self.milestones:
             recorded = self.rungs[milestone]
             if time < milestone or trial_id in recorded:
                 continue
-            recorded[trial_id] = value
-            ranked = sorted(recorded.values(), reverse=True)
-            promoted = ranked[max(int(len(ranked) // self.eta), 1) - 1]
-            return TrialScheduler.CONTINUE if value >= promoted else TrialScheduler.STOP
+            recorded[trial_id] = entry
+            return TrialScheduler.CONTINUE if self._promotes(recorded, trial_id) else TrialScheduler.STOP
         return TrialScheduler.CONTINUE
 
     def debug_string(self) -> str:

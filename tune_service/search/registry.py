@@ -74,7 +74,8 @@ def build_scheduler(
     takes_turns: bool = False,
     population_history: PopulationHistory | None = None,
 ) -> Any:
-    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb).
+    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb; ASHA
+    over several objectives, :class:`~tune_service.search.pareto_asha.ParetoASHA`, when the sweep has them).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
     ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
@@ -95,6 +96,17 @@ def build_scheduler(
         from tune_service.search.population import build_replay
 
         return build_replay(spec)
+    if s.type == "asha" and spec.multi_objective:
+        from tune_service.search.pareto_asha import ParetoASHA
+
+        return ParetoASHA(
+            [(o.name, o.mode) for o in spec.objectives if o.name and o.mode],
+            time_attr=s.time_attr,
+            max_t=s.max_t,
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+            recorded=recorded,
+        )
     if s.type == "asha":
         from tune_service.search.asha import PromotingASHA
 
@@ -225,9 +237,13 @@ def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
     # Its TPE stated rather than left to the installed major (the extra allows 4 and 5): multivariate, with
     # the constant liar for trials still running (Optuna 5's defaults for one objective, and what the
     # search-quality benchmark measured; Optuna 4 defaults to neither).
-    sampler = optuna.samplers.TPESampler(
-        seed=spec.seed, n_startup_trials=_optuna_start_up(spec), multivariate=True, constant_liar=True
-    )
+    sampler: Any
+    if spec.optuna.sampler == "nsga2":
+        sampler = optuna.samplers.NSGAIISampler(seed=spec.seed, population_size=spec.optuna.population_size)
+    else:
+        sampler = optuna.samplers.TPESampler(
+            seed=spec.seed, n_startup_trials=_optuna_start_up(spec), multivariate=True, constant_liar=True
+        )
     # Several objectives: Ray's OptunaSearch takes them as lists, and the same TPE is Optuna's
     # multi-objective TPE (its default for several objectives).
     metric: Any = [o.name for o in spec.objectives] if spec.multi_objective else spec.metric.name

@@ -6,10 +6,10 @@ go together. W&B also asks ``metrics:`` for ``method: custom`` (a search run by 
 searchers that take several objectives do too (:data:`MULTI_OBJECTIVE_METHODS`), and those that cannot
 are refused with the others named, never given a weighted sum in secret.
 
-Several objectives and early stopping: a scheduler that compares trials at rungs (ASHA, HyperBand) or
-copies the best (PBT) needs one order of the trials; with several objectives that order is a Pareto one,
-not offered yet, so such a sweep runs every trial to its budget (FIFO) and a stopping scheduler is
-refused in one line.
+Several objectives and early stopping: ASHA compares the trials at a rung by Pareto order (MO-ASHA,
+:mod:`~tune_service.search.pareto_asha`), and is the default for a task's sweep as with one objective;
+FIFO runs every trial to its budget. HyperBand and the populations (PBT, PB2) need one order of the
+trials, and are refused in one line.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ MIN_OBJECTIVES, MAX_OBJECTIVES = 2, 4
 #: runs it too), and random and grid search, which model nothing.
 MULTI_OBJECTIVE_METHODS = ("optuna", "random", "grid")
 #: The schedulers a sweep of several objectives may use.
-MULTI_OBJECTIVE_SCHEDULERS = ("fifo",)
+MULTI_OBJECTIVE_SCHEDULERS = ("asha", "fifo")
 
 
 def read_metric(check: Checker, raw: Any, path: str = "metric") -> MetricSpec:
@@ -88,6 +88,6 @@ def check_scheduler(check: Checker, kind: str) -> None:
     if kind not in MULTI_OBJECTIVE_SCHEDULERS:
         check.fail(
             "scheduler.type",
-            f"{kind} compares trials by one objective; with several objectives every trial runs its "
-            f"budget: use fifo, got {kind!r}",
+            f"{kind} compares trials by one objective; with several objectives use asha (it compares them "
+            f"by Pareto order) or fifo, got {kind!r}",
         )

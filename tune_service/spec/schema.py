@@ -29,7 +29,16 @@ from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import DISTRIBUTIONS, EXPONENT_FORMS, FORM_KEYS, POSITIVE_BOUNDS, RANGE_FORMS
 from tune_service.spec.priors import CONFIDENCES
 from tune_service.spec.rules import Checker
-from tune_service.spec.sweep import GANG_MODES, GOALS, METHODS, SCHEDULERS, TIME_UNITS, WANDB_NOTED_KEYS, SweepSpec
+from tune_service.spec.sweep import (
+    GANG_MODES,
+    GOALS,
+    METHODS,
+    OPTUNA_SAMPLERS,
+    SCHEDULERS,
+    TIME_UNITS,
+    WANDB_NOTED_KEYS,
+    SweepSpec,
+)
 from tune_service.spec.training import (
     AUTO,
     BATCH_SIZE_SCOPES,
@@ -123,6 +132,8 @@ TYPES: dict[str, dict] = {
     "metric.impute": _choice(("latest", "best", "worst")),
     "metric.impute_while_running": _choice(("latest", "best", "worst", "false")),
     "scheduler.engine": _choice(ENGINES),
+    "optuna.sampler": _choice(OPTUNA_SAMPLERS),
+    "optuna.population_size": _integer(2),
     "scheduler.source": _STRING,
     "scheduler.optimizer": _STRING,
     "scheduler.search_space": _STRING,
@@ -261,6 +272,10 @@ DESCRIPTIONS: dict[str, str] = {
     "metric.impute": "W&B's value for a failed run in its Bayesian search: read, not used (a failed trial is "
     "a failed point to the searcher).",
     "metric.impute_while_running": "W&B's value for a running run: read, not used.",
+    "optuna": "Method optuna's sampler (and method custom's, which runs it).",
+    "optuna.sampler": "tpe (Optuna's TPE: multivariate, with the constant liar; for one objective or several) or "
+    "nsga2 (Optuna's NSGA-II: a genetic search by generations, mostly for several objectives).",
+    "optuna.population_size": "NSGA-II's generation: the trials it draws before it breeds from the best of them.",
     "scheduler.engine": "W&B's engine: wandb runs the file's method (grid, bayes, random); optuna runs Optuna's "
     "TPE (needs method custom); ax is not offered, and Optuna's TPE runs in its place.",
     "scheduler.source": "W&B's Python file of engine hooks: read, not run (W&B has published no contract for "

@@ -183,6 +183,24 @@ class LimitsSpec:
     progress_s: float | None = None
 
 
+#: The samplers of ``method: optuna`` (``optuna.sampler``).
+OPTUNA_SAMPLERS = ("tpe", "nsga2")
+
+
+@dataclass(frozen=True)
+class OptunaSettings:
+    """How ``method: optuna`` (and ``custom``) searches (the ``optuna:`` block).
+
+    - ``sampler``: ``tpe``, Optuna's TPE (multivariate, with the constant liar for running trials:
+      Optuna 5's defaults, for one objective and several), or ``nsga2``, Optuna's NSGA-II, a genetic
+      search over generations of ``population_size`` trials (mostly for several objectives).
+    - ``population_size``: NSGA-II's generation.
+    """
+
+    sampler: str = "tpe"
+    population_size: int = 50
+
+
 GANG_MODES = ("warm", "fresh")
 
 
@@ -229,6 +247,8 @@ class SweepSpec:
     failure: FailureSpec = field(default_factory=FailureSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     limits: LimitsSpec = field(default_factory=LimitsSpec)
+    #: ``method: optuna``'s sampler (the ``optuna:`` block).
+    optuna: OptunaSettings = field(default_factory=OptunaSettings)
     #: The objectives of a sweep with several (``metrics:``, :mod:`~tune_service.spec.objectives`), in the
     #: file's order; ``metric`` is then the first of them. Empty with one objective.
     objectives: tuple[MetricSpec, ...] = ()

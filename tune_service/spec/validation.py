@@ -26,6 +26,7 @@ from tune_service.spec.sweep import (
     DEFAULT_RUN_CAP,
     GANG_MODES,
     METHODS,
+    OPTUNA_SAMPLERS,
     PROGRAM_MAX_T,
     POPULATIONS,
     SCHEDULERS,
@@ -36,6 +37,7 @@ from tune_service.spec.sweep import (
     FailureSpec,
     LimitsSpec,
     MetricSpec,
+    OptunaSettings,
     ResourceSpec,
     SchedulerSpec,
     SweepSpec,
@@ -80,6 +82,7 @@ TOP_LEVEL_KEYS = (
     "limits",
     KNOWN_POINTS_KEY,
     "warm_start",
+    "optuna",
     PRIORS_KEY,
     *WANDB_AGENT_KEYS,
     *WANDB_NOTED_KEYS,
@@ -113,6 +116,7 @@ WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "
 FAILURE_KEYS = ("max_failures", "max_failed_trials")
 LIMITS_KEYS = tuple(f.name for f in fields(LimitsSpec))
 EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
+OPTUNA_KEYS = tuple(f.name for f in fields(OptunaSettings))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS,
     "metric": OBJECTIVE_KEYS,
@@ -126,6 +130,7 @@ SECTION_KEYS = {
     "failure": FAILURE_KEYS,
     "execution": EXECUTION_KEYS,
     "limits": LIMITS_KEYS,
+    "optuna": OPTUNA_KEYS,
 }
 
 
@@ -191,6 +196,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
     limits = _limits(check, raw.get("limits", {}))
+    optuna = _optuna(check, raw.get("optuna"), method)
     if method in ("bayes", "hyperopt", "bohb", "optuna") and parameters and not any(p.is_searched for p in parameters):
         check.fail(
             "parameters",
@@ -205,6 +211,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         method=method,
         metric=metric,
         objectives=objectives,
+        optuna=optuna,
         run_cap=run_cap,
         parameters=parameters,
         points_to_evaluate=points_to_evaluate,
@@ -387,7 +394,7 @@ def _scheduler(
 ) -> SchedulerSpec:
     """The ``scheduler`` block. A program trial counts the values of the metric it logs (its ``wandb.log``
     steps, without a metric), is stopped early only when the spec asks, and, unless a budget is given,
-    runs until the program ends (:data:`PROGRAM_MAX_T`). Several objectives: FIFO, and only FIFO
+    runs until the program ends (:data:`PROGRAM_MAX_T`). Several objectives: ASHA or FIFO
     (:mod:`~tune_service.spec.objectives`)."""
     if runs_program:  # as under W&B's agent: no early stopping unless early_terminate (or scheduler) asks,
         # counted in values of the metric, as W&B's hyperband counts (run.metric_history), with no budget
@@ -396,8 +403,6 @@ def _scheduler(
             time_unit="value" if has_metric else "step",
             max_t=PROGRAM_MAX_T,
         )
-    elif multi_objective:
-        d = SchedulerSpec(type="fifo")
     else:
         d = SchedulerSpec(type="hyperband" if method == "bohb" else "asha")
     if raw is None:
@@ -556,6 +561,25 @@ def _population(check: Checker, raw: dict, kind: str, max_t: int) -> dict[str, A
         perturbation_factors=tuple(float(f) for f in factors),
         mutate=tuple(mutate) if mutate is not None else None,
     )
+
+
+def _optuna(check: Checker, raw: Any, method: str) -> OptunaSettings:
+    """The ``optuna:`` block: used by ``method: optuna`` (or ``custom``, which runs it); noted otherwise."""
+    d = OptunaSettings()
+    if raw is None:
+        return d
+    if not check.mapping("optuna", raw, "{sampler: nsga2}"):
+        return d
+    check.unknown_keys("optuna", raw, OPTUNA_KEYS)
+    sampler = check.choice("optuna.sampler", raw.get("sampler", d.sampler), OPTUNA_SAMPLERS)
+    size = check.integer("optuna.population_size", raw.get("population_size", d.population_size), minimum=2)
+    if OptunaSettings(sampler, size) == d:
+        pass  # a block of defaults changes nothing
+    elif method != "optuna":
+        check.note(f"optuna: read, not used: it sets method optuna's sampler, and this sweep's method is {method}")
+    elif size != d.population_size and sampler != "nsga2":
+        check.note(f"optuna.population_size: read, not used: it is NSGA-II's generation, and the sampler is {sampler}")
+    return OptunaSettings(sampler=sampler, population_size=size)
 
 
 def _failure(check: Checker, raw: Any) -> FailureSpec:

@@ -42,9 +42,10 @@ PARAMETERS["bayes"] = PARAMETERS["bohb"] = PARAMETERS["optuna"] = PARAMETERS["ra
 PRIORS = {"lr": {"value": 0.01, "confidence": "high"}, "hidden": 32, "optimizer.momentum": 0.5}
 
 
-def build(method: str, scheduler: dict | None = None, priors: dict | None = None):
+def build(method: str, scheduler: dict | None = None, priors: dict | None = None, objectives: list | None = None):
     default = {"type": "hyperband" if method == "bohb" else "fifo", "max_t": 3}
-    spec = load_spec({"method": method, "run_cap": 12, "seed": 3, "metric": {"name": METRIC, "goal": "minimize"},
+    goal = {"metrics": objectives} if objectives else {"metric": {"name": METRIC, "goal": "minimize"}}
+    spec = load_spec({"method": method, "run_cap": 12, "seed": 3, **goal,
                       "parameters": PARAMETERS[method], "scheduler": scheduler or default,
                       **({"priors": priors} if priors else {})})
     searcher, num_trials = registry.build_searcher(spec)
@@ -176,7 +177,10 @@ def test_grid_ends_after_its_points_and_the_cap():
 SCHEDULERS = {
     "fifo": {"type": "fifo", "max_t": 9},
     "asha": {"type": "asha", "max_t": 9, "grace_period": 1, "reduction_factor": 3},
+    "asha over two objectives": {"type": "asha", "max_t": 9, "grace_period": 1, "reduction_factor": 3},
 }  # HyperBand: test_hyperband_decides_every_result_and_follows_the_planned_schedule
+#: The second objective of "asha over two objectives": later trials are smaller, so no trial dominates another.
+SIZE = "n_params"
 
 
 class Controller:
@@ -185,8 +189,8 @@ class Controller:
 
 def results_of(trial_index: int) -> list[dict]:
     """Trial i's losses: later trials are worse, so ASHA has trials to stop."""
-    return [{METRIC: 1.0 + trial_index - 0.1 * epoch, "epoch": epoch, "training_iteration": epoch}
-            for epoch in range(1, 4)]
+    return [{METRIC: 1.0 + trial_index - 0.1 * epoch, SIZE: 100 - 10 * trial_index, "epoch": epoch,
+             "training_iteration": epoch} for epoch in range(1, 4)]
 
 
 def stub_trials(count: int, status: str = Trial.PENDING) -> list[Trial]:
@@ -209,8 +213,10 @@ def decide(scheduler: TrialScheduler, trial: Trial, index: int) -> list[str]:
 
 @pytest.mark.parametrize("kind", sorted(SCHEDULERS))
 def test_a_scheduler_decides_every_result_and_a_rebuilt_one_decides_as_the_original(kind):
-    spec, _, _ = build("random", SCHEDULERS[kind])
+    objectives = [{"name": METRIC}, {"name": SIZE}] if "objectives" in kind else None
+    spec, _, _ = build("random", SCHEDULERS[kind], objectives=objectives)
     original = registry.build_scheduler(spec)
+    assert type(original).__name__ == {"fifo": "FIFOScheduler", "asha": "PromotingASHA"}.get(kind, "ParetoASHA")
     original.set_search_properties(METRIC, "min")
     trials = stub_trials(6)
     for trial in trials:
@@ -218,7 +224,7 @@ def test_a_scheduler_decides_every_result_and_a_rebuilt_one_decides_as_the_origi
     decisions = {trial.trial_id: decide(original, trial, i) for i, trial in enumerate(trials)}
     every = [d for ds in decisions.values() for d in ds]
     assert set(every) <= {TrialScheduler.CONTINUE, TrialScheduler.STOP, TrialScheduler.PAUSE}
-    expected = {TrialScheduler.CONTINUE, TrialScheduler.STOP} if kind == "asha" else {TrialScheduler.CONTINUE}
+    expected = {TrialScheduler.CONTINUE, TrialScheduler.STOP} if "asha" in kind else {TrialScheduler.CONTINUE}
     assert set(every) == expected  # ASHA stops the worse trials at a rung; FIFO none
 
     # A resume after five trials ended: rebuilt from what they reported, the scheduler judges the sixth

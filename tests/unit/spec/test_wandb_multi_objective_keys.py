@@ -40,9 +40,9 @@ def test_each_w_and_b_file_is_read_as_w_and_b_reads_it(path):
     assert any(line.startswith(expect) for line in lines), lines
 
 
-def test_several_objectives_keep_their_order_goals_and_targets_and_run_under_fifo():
+def test_several_objectives_keep_their_order_goals_and_targets_and_run_under_mo_asha():
     spec = load_spec(FILES[0])
-    assert spec.method == "optuna" and spec.multi_objective and spec.scheduler.type == "fifo"
+    assert spec.method == "optuna" and spec.multi_objective and spec.scheduler.type == "asha"  # as for one
     assert [(m.name, m.goal) for m in spec.metrics] == [("loss", "minimize"), ("accuracy", "maximize")]
     assert spec.metric == spec.objectives[0]
     assert "method: custom runs Optuna's TPE (engine not given)" in spec.notes
@@ -86,11 +86,13 @@ def test_searchers_that_take_one_objective_are_refused_naming_those_that_take_se
         load_spec(doc)
 
 
-def test_a_stopping_scheduler_a_repeated_objective_and_a_fifth_are_refused():
+def test_hyperband_pbt_a_repeated_objective_a_fifth_and_a_warm_start_are_refused():
     objectives = [{"name": "val_loss"}, {"name": "val_accuracy", "goal": "maximize"}]
     base = {"method": "optuna", "metrics": objectives, "parameters": {"lr": {"values": [0.1, 0.2]}}}
-    with pytest.raises(SpecError, match="^scheduler.type: asha compares trials by one objective; .* use fifo"):
-        load_spec({**base, "scheduler": {"type": "asha"}})
+    for kind in ("hyperband", "pbt"):
+        with pytest.raises(SpecError, match=f"^scheduler.type: {kind} compares trials by one objective; with "
+                                            "several objectives use asha .* or fifo"):
+            load_spec({**base, "scheduler": {"type": kind}})
     with pytest.raises(SpecError, match=r"^metrics\[1\].name: names an objective twice"):
         load_spec({**base, "metrics": [objectives[0], objectives[0]]})
     with pytest.raises(SpecError, match="^metrics: must be a list of 2 to 4 objectives"):
