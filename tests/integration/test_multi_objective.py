@@ -1,7 +1,7 @@
 """A sweep of several objectives end to end: ``search_spaces/multi_objective.yaml`` (the digits task's
-val_accuracy against its n_params) under Optuna's multi-objective TPE and MO-ASHA, on 2-rank DDP trials:
-the front in the leaderboard, summary.json, load_results() and the wandb summary run, and no best trial
-anywhere."""
+val_accuracy against its n_params, val_loss bounded by a constraint) under Optuna's multi-objective TPE
+and MO-ASHA, on 2-rank DDP trials: the front of the feasible trials in the leaderboard, summary.json,
+load_results() and the wandb summary run, and no best trial anywhere."""
 
 from __future__ import annotations
 
@@ -27,13 +27,21 @@ def digits_mlp_parameters(hidden: int, layers: int) -> int:
     return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
 
 
+def cli_dry_run(capsys) -> str:
+    assert cli.main(["dry-run", str(ROOT / "search_spaces" / "multi_objective.yaml"),
+                     "--set", "constraints=[{name: val_loss, max: 1.2}]"]) == cli.EXIT_OK
+    return capsys.readouterr().out
+
+
 def test_the_multi_objective_example_ends_with_its_pareto_front_everywhere(ray_cluster, tmp_path, capsys):
     storage = tmp_path / "runs"
     code = cli.main([str(ROOT / "search_spaces" / "multi_objective.yaml"), "--storage", str(storage),
-                     "--name", "front", "--set", "run_cap=5", "--set", "scheduler.max_t=2"])
+                     "--name", "front", "--set", "run_cap=5", "--set", "scheduler.max_t=2",
+                     "--set", "constraints=[{name: val_loss, max: 1.2}]"])
     out = capsys.readouterr().out
     assert code == cli.EXIT_OK, out
     assert "maximize val_accuracy and minimize n_params" in out  # the plan's head
+    assert "constraints  val_loss <= 1.2" in cli_dry_run(capsys)
     experiment = storage / "front"
     summary = json.loads((experiment / "summary.json").read_text())
     trials = summary["trials"]
@@ -44,10 +52,12 @@ def test_the_multi_objective_example_ends_with_its_pareto_front_everywhere(ray_c
         assert t["metrics"]["n_params"] == digits_mlp_parameters(t["config"]["hidden"], t["config"]["layers"])
         assert 0 < t["metrics"]["latency_ms"] < 100
 
-    # The front, by its definition, from the trials' own values
-    points = {t["trial_id"]: (t["metrics"]["val_accuracy"], t["metrics"]["n_params"]) for t in trials}
+    # The front, by its definition, from the trials' own values: among the feasible ones
+    points = {t["trial_id"]: (t["metrics"]["val_accuracy"], t["metrics"]["n_params"]) for t in trials
+              if t["metrics"]["val_loss"] <= 1.2}
     front = {i for i, p in points.items() if not any(dominates(q, p, MODES) for q in points.values())}
     assert summary["objectives"] == [{"name": "val_accuracy", "mode": "max"}, {"name": "n_params", "mode": "min"}]
+    assert summary["constraints"] == [{"name": "val_loss", "min": None, "max": 1.2}]
     assert {t["trial_id"] for t in summary["pareto"]} == front and summary["best"] is None
     assert not (experiment / "best_config.yaml").exists()
     listed = [line for line in out.splitlines() if line.startswith("Pareto front of val_accuracy (max), n_params (min)")]

@@ -437,6 +437,7 @@ def _execute(
             time_unit=spec.scheduler.time_unit,
             lineages=population_history.lineages() if population_history else None,
             objectives=_objectives(spec),
+            constraints=spec.constraints,
         )
         progress.start()
         if remote is not None:
@@ -509,6 +510,7 @@ def _execute(
             unfinished=cut,
             time_unit=spec.scheduler.time_unit,
             objectives=_objectives(spec),
+            constraints=spec.constraints,
         )
         outcome = with_lineage(outcome, progress.exploited)  # PBT's exploits, which only the progress saw
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})

@@ -156,6 +156,7 @@ class SweepPlan:
             *self._describe_task(),
             f"method       {_method_named(s)}",
             f"metric       {_describe_metric(s)}",
+            *([f"constraints  {_describe_constraints(s)}"] if s.constraints else []),
             f"trials       {self.num_trials}",
             "parameters",
         ]
@@ -341,6 +342,18 @@ def _describe_metric(spec: SweepSpec) -> str:
             "or ranked, and the results list what each logged"
         )
     return _describe_objective(m)
+
+
+def _describe_constraints(spec: SweepSpec) -> str:
+    told = (
+        "Optuna's sampler is told each trial's violations"
+        if spec.method == "optuna"
+        else f"{spec.method} is not told of them (only Optuna's samplers take constraints)"
+    )
+    return (
+        ", ".join(c.describe() for c in spec.constraints)
+        + f" -- a trial that breaks one (at its last report) is infeasible: never the best or on the front; {told}"
+    )
 
 
 def _describe_objective(m: MetricSpec) -> str:

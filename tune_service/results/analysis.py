@@ -62,11 +62,12 @@ from tune_service.results.sweep_result import (
     best_trial,
     is_number,
     load as load_summary,
-    objectives_entry,
+    constraints_of,
     objectives_of,
     pareto_ranked,
     rank_trials,
     ran_to_its_end,
+    ranking_entry,
     trained,
 )
 from tune_service.spec.configs import flatten, plain
@@ -131,7 +132,8 @@ class SweepResults:
             self._extra = dict(summary.extra)
         else:
             self.metric, self.mode = self.spec.metric.name, self.spec.metric.mode
-            self._extra = objectives_entry([(o.name, o.mode) for o in self.spec.metrics if o.name and o.mode])
+            objectives = [(o.name, o.mode) for o in self.spec.metrics if o.name and o.mode]
+            self._extra = ranking_entry(objectives, self.spec.constraints)
         #: True when ``summary.json`` is absent or was written while the sweep ran.
         self.partial: bool = summary is None or bool(summary.extra.get(IN_PROGRESS_KEY))
         records = list(summary.trials) if summary is not None else []
@@ -157,7 +159,9 @@ class SweepResults:
         self.records: tuple[TrialRecord, ...] = tuple(records)
         #: The best trial (None while no trial has a finite value of the metric, and for a sweep of
         #: several objectives: see :attr:`pareto`).
-        self.best: TrialRecord | None = best_trial(self.records, self.metric, self.mode, objectives_of(self._extra))
+        self.best: TrialRecord | None = best_trial(
+            self.records, self.metric, self.mode, objectives_of(self._extra), constraints_of(self._extra)
+        )
         #: One row per trial (see the module's docstring for the columns).
         self.trials: pd.DataFrame = self._trials_frame(reports)
         #: One row per report of every trial, the last of each epoch (see the module's docstring).
@@ -206,10 +210,10 @@ class SweepResults:
     def ranked(self) -> list[TrialRecord]:
         """Every trial, best first (several objectives: by front and crowding distance); those without a
         usable value of the metric (of every objective) last."""
-        objectives = objectives_of(self._extra)
+        objectives, constraints = objectives_of(self._extra), constraints_of(self._extra)
         if len(objectives) > 1:
-            return pareto_ranked(self.records, objectives)
-        return rank_trials(self.records, self.metric, self.mode)
+            return pareto_ranked(self.records, objectives, constraints)
+        return rank_trials(self.records, self.metric, self.mode, constraints)
 
     @property
     def best_checkpoint(self) -> Path | None:

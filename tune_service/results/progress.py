@@ -21,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
@@ -35,7 +35,7 @@ from tune_service.results.sweep_result import (
     TrialRecord,
     append_ended,
     best_trial,
-    objectives_entry,
+    ranking_entry,
     one_line_error,
     ran_to_its_end,
     read_ended,
@@ -43,6 +43,7 @@ from tune_service.results.sweep_result import (
     write,
 )
 from tune_service.spec.configs import plain
+from tune_service.spec.sweep import ConstraintSpec
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class SweepProgress(DriverCallback):
         lineages: on resume, the PBT exploits each unended trial went on from before the driver died (by
             trial id: :meth:`~tune_service.search.population_journal.PopulationHistory.lineages`).
         objectives: a sweep's several objectives, ``(name, mode)`` each: it then has a front, no best.
+        constraints: the sweep's bounds on reported metrics: a trial that breaks one is never the best.
     """
 
     def __init__(
@@ -90,11 +92,13 @@ class SweepProgress(DriverCallback):
         time_unit: str = "epoch",
         lineages: Mapping[str, list[dict[str, Any]]] | None = None,
         objectives: list[tuple[str, str]] | None = None,
+        constraints: Sequence[ConstraintSpec] = (),
     ):
         super().__init__(f"{Path(experiment_dir).name}/progress")
         self.experiment_dir, self.metric, self.mode = str(experiment_dir), metric, mode
         self.max_t, self.total, self.time_unit = max_t, total, time_unit
         self.objectives = list(objectives or [])
+        self.constraints = tuple(constraints)
         self.observers = list(observers)
         self.started_at = time.monotonic()
         #: The trials started and not yet ended, by id.
@@ -142,14 +146,19 @@ class SweepProgress(DriverCallback):
         return self._result(tuple(trials.values()), {})
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
-        best = best_trial(trials, self.metric, self.mode, self.objectives)
+        best = best_trial(trials, self.metric, self.mode, self.objectives, self.constraints)
         return SweepResult(
             self.experiment_dir,
             self.metric,
             self.mode,
             trials,
             best,
-            {**extra, "max_t": self.max_t, "time_unit": self.time_unit, **objectives_entry(self.objectives)},
+            {
+                **extra,
+                "max_t": self.max_t,
+                "time_unit": self.time_unit,
+                **ranking_entry(self.objectives, self.constraints),
+            },
         )
 
     # -- Tune's events -------------------------------------------------------------------------------
@@ -219,7 +228,7 @@ class SweepProgress(DriverCallback):
         self.recently_ended.append(record)
         if record.lineage:
             self.exploited[record.trial_id] = record
-        if best_trial([record], self.metric, self.mode, self.objectives) is not None:
+        if best_trial([record], self.metric, self.mode, self.objectives, self.constraints) is not None:
             # the earlier of two equal values stays the best, as best_trial ranks a whole sweep
             self.best = best_trial([t for t in (self.best, record) if t is not None], self.metric, self.mode)
 

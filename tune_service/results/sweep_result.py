@@ -10,6 +10,9 @@ has ``running`` trials (see :mod:`~tune_service.results.progress`). A trial's ``
 report. The best trial is the one whose last report is best on the sweep's metric; failed trials and
 non-finite values are never chosen.
 
+A trial that breaks one of the sweep's ``constraints`` (``summary.json``'s ``constraints``) is infeasible:
+never the best, never on a front, ranked after every feasible trial.
+
 A sweep of several objectives (``metrics:``; ``summary.json``'s ``objectives``) has no best trial: it
 has a Pareto front (``pareto``), the trials whose last reports no other trial's beats on every
 objective, among those with a finite value of each. Its leaderboard ranks the trials by front, then by
@@ -24,7 +27,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, Sequence, TypeGuard
 
 import yaml
 
@@ -40,7 +43,7 @@ from tune_service.experiment.layout import (
 from tune_service.redaction import redact, redact_text
 from tune_service.search.pareto import fronts, pareto_order
 from tune_service.spec.configs import plain
-from tune_service.spec.sweep import METRIC_VALUES_KEY
+from tune_service.spec.sweep import METRIC_VALUES_KEY, ConstraintSpec
 
 #: Tune's bookkeeping keys, left out of a trial's metrics.
 TUNE_KEYS = frozenset(
@@ -81,6 +84,8 @@ LOGGED_COLUMNS = 6
 #: The key of a summary whose sweep has several objectives: ``[{"name": ..., "mode": ...}, ...]`` in the
 #: spec's order (absent with one objective).
 OBJECTIVES_KEY = "objectives"
+#: The key of a summary whose sweep has constraints: ``[{"name": ..., "min": ..., "max": ...}, ...]``.
+CONSTRAINTS_KEY = "constraints"
 #: The key of such a summary's Pareto front, each trial as ``best`` is written; derived from the trials,
 #: so it is written for the reader and worked out again when the summary is read.
 PARETO_KEY = "pareto"
@@ -154,9 +159,14 @@ class SweepResult:
         return len(self.objectives) > 1
 
     @property
+    def constraints(self) -> tuple[ConstraintSpec, ...]:
+        """The bounds a feasible trial keeps (``constraints:``); empty without."""
+        return constraints_of(self.extra)
+
+    @property
     def pareto(self) -> tuple[TrialRecord, ...]:
         """The trials on the Pareto front, by the first objective (one objective: the best trial)."""
-        return pareto_front(self.trials, self.objectives)
+        return pareto_front(self.trials, self.objectives, self.constraints)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -184,15 +194,15 @@ class SweepResult:
         """The best ``top`` trials as a text table, best first, then a count of the rest. Several
         objectives: ranked by front (the ``front`` column, 1 the Pareto front), a column each."""
         ranked = (
-            pareto_ranked(self.trials, self.objectives)
+            pareto_ranked(self.trials, self.objectives, self.constraints)
             if self.multi_objective
-            else rank_trials(self.trials, self.metric, self.mode)
+            else rank_trials(self.trials, self.metric, self.mode, self.constraints)
         )
         rows = ranked[:top]
         keys = sorted({k for t in rows for k in t.config})
         if self.multi_objective:
             names = [name for name, _ in self.objectives]
-            front_of = _front_numbers(self.trials, self.objectives)
+            front_of = _front_numbers(self.trials, self.objectives, self.constraints)
             header = ["front", "trial", "status", f"{self.time_unit}s", *names, *keys]
             table = [header] + [
                 [
@@ -276,22 +286,40 @@ def final_value(trial: TrialRecord, metric: str | None) -> float | None:
     return float(value)
 
 
-def rank_trials(trials, metric: str | None, mode: str | None) -> list[TrialRecord]:
-    """Trials best first; those without a usable metric value (failed, missing, non-finite) last. Without
-    a metric, in their order."""
+def feasible(trial: TrialRecord, constraints: Sequence[ConstraintSpec] = ()) -> bool:
+    """Whether the trial's last report keeps every constraint (a missing or non-finite value breaks it)."""
+    return all(c.violation(trial.metrics.get(c.name)) <= 0 for c in constraints)
+
+
+def rank_trials(
+    trials, metric: str | None, mode: str | None, constraints: Sequence[ConstraintSpec] = ()
+) -> list[TrialRecord]:
+    """Trials best first; those without a usable metric value (failed, missing, non-finite) or that break
+    a constraint last. Without a metric, in their order."""
     sign = 1.0 if mode == "min" else -1.0
-    return sorted(trials, key=lambda t: (final_value(t, metric) is None, sign * (final_value(t, metric) or 0.0)))
+
+    def key(t: TrialRecord) -> tuple[bool, float]:
+        value = final_value(t, metric)
+        return value is None or not feasible(t, constraints), sign * (value or 0.0)
+
+    return sorted(trials, key=key)
 
 
 def best_trial(
-    trials, metric: str | None, mode: str | None, objectives: list[tuple[str, str]] | None = None
+    trials,
+    metric: str | None,
+    mode: str | None,
+    objectives: list[tuple[str, str]] | None = None,
+    constraints: Sequence[ConstraintSpec] = (),
 ) -> TrialRecord | None:
-    """The best trial by ``metric``; None when none has a usable value, or when ``objectives`` holds
-    several (such a sweep has a front, :func:`pareto_front`, not a best)."""
+    """The best trial by ``metric`` among those that keep ``constraints``; None when none has a usable
+    value, or when ``objectives`` holds several (such a sweep has a front, :func:`pareto_front`)."""
     if objectives is not None and len(objectives) > 1:
         return None
-    ranked = rank_trials(trials, metric, mode)
-    return ranked[0] if ranked and final_value(ranked[0], metric) is not None else None
+    ranked = rank_trials(trials, metric, mode, constraints)
+    if not ranked or final_value(ranked[0], metric) is None or not feasible(ranked[0], constraints):
+        return None
+    return ranked[0]
 
 
 def objectives_of(extra: dict[str, Any]) -> list[tuple[str, str]]:
@@ -299,35 +327,50 @@ def objectives_of(extra: dict[str, Any]) -> list[tuple[str, str]]:
     return [(o["name"], o["mode"]) for o in extra.get(OBJECTIVES_KEY) or ()]
 
 
-def objectives_entry(objectives: list[tuple[str, str]]) -> dict[str, Any]:
-    """What a summary's ``extra`` holds of ``objectives``: nothing for one objective."""
-    if len(objectives) < 2:
-        return {}
-    return {OBJECTIVES_KEY: [{"name": name, "mode": mode} for name, mode in objectives]}
+def constraints_of(extra: dict[str, Any]) -> tuple[ConstraintSpec, ...]:
+    """A summary's constraints (empty without)."""
+    return tuple(ConstraintSpec(**c) for c in extra.get(CONSTRAINTS_KEY) or ())
 
 
-def _scored(trials, objectives: list[tuple[str, str]]) -> tuple[list[TrialRecord], list[tuple[float, ...]]]:
-    """The trials with a usable value of every objective, and those values."""
+def ranking_entry(objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()) -> dict[str, Any]:
+    """What a summary's ``extra`` holds of how its trials rank: several ``objectives`` (nothing for one)
+    and the ``constraints`` (nothing without)."""
+    entry: dict[str, Any] = {}
+    if len(objectives) > 1:
+        entry[OBJECTIVES_KEY] = [{"name": name, "mode": mode} for name, mode in objectives]
+    if constraints:
+        entry[CONSTRAINTS_KEY] = [asdict(c) for c in constraints]
+    return entry
+
+
+def _scored(
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec]
+) -> tuple[list[TrialRecord], list[tuple[float, ...]]]:
+    """The trials with a usable value of every objective that keep the constraints, and those values."""
     kept, points = [], []
     for t in trials:
         values = [final_value(t, name) for name, _ in objectives]
-        if objectives and all(v is not None for v in values):
+        if objectives and all(v is not None for v in values) and feasible(t, constraints):
             kept.append(t)
             points.append(tuple(float(v) for v in values if v is not None))
     return kept, points
 
 
-def _front_numbers(trials, objectives: list[tuple[str, str]]) -> dict[str, int]:
+def _front_numbers(
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()
+) -> dict[str, int]:
     """Each scored trial's front (0: the Pareto front), by trial id."""
-    kept, points = _scored(trials, objectives)
+    kept, points = _scored(trials, objectives, constraints)
     modes = [mode for _, mode in objectives]
     return {kept[i].trial_id: number for number, front in enumerate(fronts(points, modes)) for i in front}
 
 
-def pareto_front(trials, objectives: list[tuple[str, str]]) -> tuple[TrialRecord, ...]:
-    """The trials no other trial dominates, among those with a usable value of every objective, by the
-    first objective (best first)."""
-    kept, points = _scored(trials, objectives)
+def pareto_front(
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()
+) -> tuple[TrialRecord, ...]:
+    """The trials no other trial dominates, among those with a usable value of every objective that keep
+    the constraints, by the first objective (best first)."""
+    kept, points = _scored(trials, objectives, constraints)
     if not kept:
         return ()
     modes = [mode for _, mode in objectives]
@@ -335,9 +378,11 @@ def pareto_front(trials, objectives: list[tuple[str, str]]) -> tuple[TrialRecord
     return tuple(rank_trials(front, objectives[0][0], objectives[0][1]))
 
 
-def pareto_ranked(trials, objectives: list[tuple[str, str]]) -> list[TrialRecord]:
+def pareto_ranked(
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()
+) -> list[TrialRecord]:
     """Every trial best first: the scored ones by front and crowding distance, then the others in order."""
-    kept, points = _scored(trials, objectives)
+    kept, points = _scored(trials, objectives, constraints)
     ranked = [kept[i] for i in pareto_order(points, [mode for _, mode in objectives])]
     scored = {t.trial_id for t in kept}
     return ranked + [t for t in trials if t.trial_id not in scored]
@@ -355,10 +400,12 @@ def collect(
     unfinished: set[str] | frozenset[str] = frozenset(),
     time_unit: str = "epoch",
     objectives: list[tuple[str, str]] | None = None,
+    constraints: Sequence[ConstraintSpec] = (),
 ) -> SweepResult:
     """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
     ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``);
-    ``max_t`` counts ``time_unit``s; ``objectives``: a sweep's several, as ``(name, mode)``."""
+    ``max_t`` counts ``time_unit``s; ``objectives``: a sweep's several, as ``(name, mode)``; ``constraints``:
+    its bounds on reported metrics."""
     trials = []
     for r in result_grid:
         history = r.metrics_dataframe
@@ -381,8 +428,8 @@ def collect(
         metric,
         mode,
         tuple(trials),
-        best_trial(trials, metric, mode, objectives),
-        {"time_unit": time_unit, **objectives_entry(objectives or [])},
+        best_trial(trials, metric, mode, objectives, constraints),
+        {"time_unit": time_unit, **ranking_entry(objectives or [], constraints)},
     )
 
 
@@ -459,7 +506,7 @@ def load(experiment_dir: str | os.PathLike) -> SweepResult:
     extra = {k: v for k, v in data.items() if k not in derived}
     # The directory it was read from: an experiment directory may have been moved or copied.
     where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())
-    best = best_trial(trials, data["metric"], data["mode"], objectives_of(extra))
+    best = best_trial(trials, data["metric"], data["mode"], objectives_of(extra), constraints_of(extra))
     return SweepResult(where, data["metric"], data["mode"], trials, best, extra)
 
 

@@ -7,10 +7,12 @@ on ``TuneConfig`` and reach the searcher and scheduler from there. The epoch, or
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Mapping
 
 from tune_service.errors import Problem, SpecError
 from tune_service.search import priors, spaces, warm_start
+from tune_service.search.constraints import violations_being_told
 from tune_service.search.population_journal import PopulationHistory
 from tune_service.search.warm_start import WarmStart
 from tune_service.spec import SweepSpec
@@ -60,6 +62,7 @@ def build_searcher(spec: SweepSpec, warm: WarmStart | None = None) -> tuple[Any,
         budget,
         stopped or "as_worst_completed",
         more_objectives=spec.objectives[1:],
+        constraints=spec.constraints,
     )
     if warm:
         warm_start.tell(searcher, warm)
@@ -237,13 +240,25 @@ def _optuna(spec: SweepSpec, points: list[dict[str, Any]]):
     # Its TPE stated rather than left to the installed major (the extra allows 4 and 5): multivariate, with
     # the constant liar for trials still running (Optuna 5's defaults for one objective, and what the
     # search-quality benchmark measured; Optuna 4 defaults to neither).
+    # The spec's constraints, as Optuna's samplers take them (search.constraints); None without.
+    constraints_func = violations_being_told if spec.constraints else None
     sampler: Any
-    if spec.optuna.sampler == "nsga2":
-        sampler = optuna.samplers.NSGAIISampler(seed=spec.seed, population_size=spec.optuna.population_size)
-    else:
-        sampler = optuna.samplers.TPESampler(
-            seed=spec.seed, n_startup_trials=_optuna_start_up(spec), multivariate=True, constant_liar=True
-        )
+    with warnings.catch_warnings():
+        # Optuna 5 deprecates constraints_func (to go in 7) for Trial.set_constraint, which needs Optuna's
+        # trial object, and Ray's OptunaSearch keeps that private; Optuna 4 has no set_constraint.
+        warnings.filterwarnings("ignore", message="`constraints_func` has been deprecated", category=FutureWarning)
+        if spec.optuna.sampler == "nsga2":
+            sampler = optuna.samplers.NSGAIISampler(
+                seed=spec.seed, population_size=spec.optuna.population_size, constraints_func=constraints_func
+            )
+        else:
+            sampler = optuna.samplers.TPESampler(
+                seed=spec.seed,
+                n_startup_trials=_optuna_start_up(spec),
+                multivariate=True,
+                constant_liar=True,
+                constraints_func=constraints_func,
+            )
     # Several objectives: Ray's OptunaSearch takes them as lists, and the same TPE is Optuna's
     # multi-objective TPE (its default for several objectives).
     metric: Any = [o.name for o in spec.objectives] if spec.multi_objective else spec.metric.name

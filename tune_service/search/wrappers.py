@@ -1,11 +1,13 @@
 """Wrappers around a Ray Tune ``Searcher``, in the shape of Ray's ``ConcurrencyLimiter`` and ``Repeater``:
 each does one job and passes everything else on to the searcher it wraps.
 
-:func:`trial_configs` stacks the four every sweep's searcher runs under, outermost first:
+:func:`trial_configs` stacks the four (five) every sweep's searcher runs under, outermost first:
 
 - :class:`StopAtTarget`: once a result reaches ``metric.target`` (or an objective's), no new trial
   (running ones finish, as in W&B);
 - :class:`RunningCap`: at most ``max_concurrent_trials`` *running* trials;
+- :class:`Constrained` (with ``constraints:`` only): a finished trial's violations held for Optuna's
+  constraints while it is told;
 - :class:`FidelityCorrected`: what the model hears of a trial that a scheduler stopped short of its
   budget, or whose metric (an objective) was not finite;
 - :class:`Decoded`: the model's suggestion decoded into the config a trial receives.
@@ -25,7 +27,9 @@ from ray.tune.search import Searcher
 
 from tune_service.search.asha import non_finite
 from tune_service.search.spaces import Decoder
+from tune_service.search.constraints import telling
 from tune_service.spec import MetricSpec
+from tune_service.spec.sweep import ConstraintSpec
 
 _STOPPED_HEARD = ("as_worst_completed", "as_pruned")
 W = TypeVar("W", bound="SearcherWrapper")
@@ -175,6 +179,19 @@ class StopAtTarget(SearcherWrapper):
         self.target_reached_by = state
 
 
+class Constrained(SearcherWrapper):
+    """Holds a finished trial's violations of ``constraints`` while the searcher it wraps is told of it,
+    for Optuna's ``constraints_func`` (:mod:`~tune_service.search.constraints`)."""
+
+    def __init__(self, inner: Searcher, constraints: Sequence[ConstraintSpec]):
+        super().__init__(inner)
+        self.constraints = tuple(constraints)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        with telling(self.constraints, result):
+            self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+
 class RunningCap(SearcherWrapper):
     """At most ``max_concurrent`` trials running (``max_concurrent_trials`` reaches it through
     :meth:`set_max_concurrency`; 0: no cap), counting *running* trials only. Ray's ``ConcurrencyLimiter``
@@ -307,11 +324,15 @@ def trial_configs(
     budget: tuple[str, float] | None = None,
     stopped: str = "as_worst_completed",
     more_objectives: Sequence[MetricSpec] = (),
+    constraints: Sequence[ConstraintSpec] = (),
 ) -> SearcherWrapper:
     """The stack every sweep's searcher runs under (the module's docstring), around ``model``.
-    ``more_objectives``: a sweep's objectives after the first (``metric``), when it has several."""
+    ``more_objectives``: a sweep's objectives after the first (``metric``), when it has several;
+    ``constraints``: the spec's, held for Optuna's samplers while a trial is told (no layer without)."""
     more_metrics = [o.name for o in more_objectives if o.name is not None]
-    corrected = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped, more_metrics)
+    corrected: SearcherWrapper = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped, more_metrics)
+    if constraints:
+        corrected = Constrained(corrected, constraints)
     more_targets = [(o.name, o.mode, o.target) for o in more_objectives if o.name and o.mode and o.target is not None]
     return StopAtTarget(RunningCap(corrected), metric, mode, target, more_targets)
 

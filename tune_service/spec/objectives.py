@@ -1,5 +1,7 @@
 """The sweep's objectives: W&B's ``metric:`` (one) or ``metrics:`` (two to four, W&B's multi-objective key
-since its sweep schema of July 2026), each ``{name, goal, target}``.
+since its sweep schema of July 2026), each ``{name, goal, target}``; and its ``constraints:``, bounds on
+reported metrics (``[{name: n_params, max: 2e6}]``) that a feasible trial keeps, as Optuna's constraints
+say (a trial that breaks one is never the best, never on the front, and Optuna's samplers hear it so).
 
 W&B's rules hold here too: ``metrics:`` has at least two entries, and ``metric:`` and ``metrics:`` do not
 go together. W&B also asks ``metrics:`` for ``method: custom`` (a search run by an engine); here the
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tune_service.spec.rules import Checker
-from tune_service.spec.sweep import GOALS, MetricSpec
+from tune_service.spec.sweep import GOALS, ConstraintSpec, MetricSpec
 
 #: The keys of one objective. W&B's ``impute`` and ``impute_while_running`` (what its Bayesian search
 #: assumes of a crashed or running run) are read and noted: a failed trial here is a failed point to the
@@ -91,3 +93,36 @@ def check_scheduler(check: Checker, kind: str) -> None:
             f"{kind} compares trials by one objective; with several objectives use asha (it compares them "
             f"by Pareto order) or fifo, got {kind!r}",
         )
+
+
+CONSTRAINT_KEYS = ("name", "min", "max")
+
+
+def read_constraints(check: Checker, raw: object, objectives: tuple[MetricSpec, ...]) -> tuple[ConstraintSpec, ...]:
+    """``constraints:``, each ``{name, min, max}`` with at least one bound, ``min <= max``, on a metric
+    that is not an objective (bounding what is optimised would hide the trade the sweep is made to show:
+    give the objective a ``target`` instead) and named once."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        check.fail("constraints", f"must be a list of bounds such as [{{name: n_params, max: 2.0e+6}}], got {raw!r}")
+        return ()
+    found: list[ConstraintSpec] = []
+    for i, entry in enumerate(raw):
+        path = f"constraints[{i}]"
+        if not check.mapping(path, entry, "{name: n_params, max: 2.0e+6}"):
+            continue
+        check.unknown_keys(path, entry, CONSTRAINT_KEYS)
+        name = check.string(f"{path}.name", entry.get("name"))
+        low = check.number(f"{path}.min", entry["min"]) if "min" in entry else None
+        high = check.number(f"{path}.max", entry["max"]) if "max" in entry else None
+        if "min" not in entry and "max" not in entry:
+            check.fail(path, f"needs min, max or both, got {entry!r}")
+        elif low is not None and high is not None and low > high:
+            check.fail(f"{path}.min", f"must be <= {path}.max ({high:g}), got {low:g}")
+        if name and name in (o.name for o in objectives):
+            check.fail(f"{path}.name", f"is an objective; bound what the sweep does not optimise, got {name!r}")
+        if name and name in (c.name for c in found):
+            check.fail(f"{path}.name", f"is bounded twice (give both bounds in one entry), got {name!r}")
+        found.append(ConstraintSpec(name=name, min=low, max=high))
+    return tuple(found)

@@ -96,6 +96,21 @@ TYPES: dict[str, dict] = {
     "run_cap": _nullable(_integer(1)),
     "points_to_evaluate": {"type": "array", "minItems": 1, "items": {"type": "object", "minProperties": 1}},
     "warm_start": {"type": "string", "pattern": r"\S"},
+    "constraints": {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "anyOf": [{"required": ["min"]}, {"required": ["max"]}],
+            "properties": {
+                "name": {"type": "string", "description": "A metric every report holds (not an objective)."},
+                "min": {"$ref": _NUMBER_REF, "description": "Its smallest feasible value (inclusive)."},
+                "max": {"$ref": _NUMBER_REF, "description": "Its largest feasible value (inclusive)."},
+            },
+            "additionalProperties": False,
+        },
+    },
     "priors": {
         "type": "object",
         "minProperties": 1,
@@ -230,6 +245,9 @@ DESCRIPTIONS: dict[str, str] = {
     "metrics": "W&B's several objectives, instead of metric: 2 to 4 entries, each as metric is written; every "
     "trial runs its budget (scheduler fifo) and the results show the Pareto front. Methods custom, optuna "
     "(Optuna's multi-objective TPE), random and grid.",
+    "constraints": "Bounds on reported metrics, each {name, min, max} (a bound or both): a trial whose last "
+    "report breaks one is infeasible, never the best or on the Pareto front, and Optuna's samplers are told "
+    "each trial's violations, as Optuna's constraints say.",
     "run_cap": "The number of trials to run; with method grid the default is the whole grid.",
     "points_to_evaluate": "Configs to try first, each a mapping of every searched parameter (active under it) to "
     "a value it can take; they run as the sweep's first trials, count toward run_cap, and the searcher learns "
@@ -406,7 +424,7 @@ DESCRIPTIONS: dict[str, str] = {
 
 #: Keys whose default is no value to write: the name (the spec file's), no known points, no warm start, no
 #: priors.
-_NO_DEFAULT = ("name", "points_to_evaluate", "warm_start", "priors")
+_NO_DEFAULT = ("name", "points_to_evaluate", "warm_start", "priors", "constraints")
 #: Keys whose default another field of the typed spec holds: that field's dotted path, and its value as
 #: written in a spec.
 _DEFAULT_FROM: dict[str, tuple[str, Callable[[Any], Any]]] = {

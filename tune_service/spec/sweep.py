@@ -74,6 +74,31 @@ class MetricSpec:
 
 
 @dataclass(frozen=True)
+class ConstraintSpec:
+    """A bound on a reported metric (``constraints:``): a trial whose last report breaks one is
+    infeasible (never the best, never on the front), as Optuna's constraints say. ``min`` and ``max``
+    inclusive; at least one of them."""
+
+    name: str
+    min: float | None = None
+    max: float | None = None
+
+    def violation(self, value: object) -> float:
+        """How far ``value`` is outside the bounds (<= 0: within them, as Optuna's ``constraints_func``
+        reads it); infinite for a value that is missing or not a finite number."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return math.inf
+        over = [value - self.max] if self.max is not None else []
+        under = [self.min - value] if self.min is not None else []
+        return float(max([*over, *under]))
+
+    def describe(self) -> str:
+        if self.min is not None and self.max is not None:
+            return f"{self.min:g} <= {self.name} <= {self.max:g}"
+        return f"{self.name} <= {self.max:g}" if self.max is not None else f"{self.name} >= {self.min:g}"
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """Early stopping. ``max_t`` is every trial's budget (also for FIFO) and ``grace_period`` its first
     rung, both counted in ``time_unit``: epochs, or optimizer steps (for long epochs)."""
@@ -252,6 +277,8 @@ class SweepSpec:
     #: The objectives of a sweep with several (``metrics:``, :mod:`~tune_service.spec.objectives`), in the
     #: file's order; ``metric`` is then the first of them. Empty with one objective.
     objectives: tuple[MetricSpec, ...] = ()
+    #: Bounds on reported metrics (``constraints:``): a trial that breaks one is infeasible.
+    constraints: tuple[ConstraintSpec, ...] = ()
     #: Configs to run first (``points_to_evaluate``), each flat, its values typed
     #: (:mod:`~tune_service.spec.known_points`).
     points_to_evaluate: tuple[Mapping[str, Any], ...] = ()

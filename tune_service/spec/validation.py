@@ -16,7 +16,14 @@ from tune_service.errors import SpecError
 from tune_service.spec.configs import flatten
 from tune_service.spec.known_points import KEY as KNOWN_POINTS_KEY
 from tune_service.spec.known_points import read_known_points
-from tune_service.spec.objectives import OBJECTIVE_KEYS, check_method, check_scheduler, read_metric, read_objectives
+from tune_service.spec.objectives import (
+    OBJECTIVE_KEYS,
+    check_method,
+    check_scheduler,
+    read_constraints,
+    read_metric,
+    read_objectives,
+)
 from tune_service.spec.parameter_reading import read_parameters
 from tune_service.spec.parameters import ParameterSpec
 from tune_service.spec.priors import KEY as PRIORS_KEY
@@ -66,6 +73,7 @@ TOP_LEVEL_KEYS = (
     "method",
     "metric",
     "metrics",
+    "constraints",
     "run_cap",
     "parameters",
     "early_terminate",
@@ -166,6 +174,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         _without_metric(check, raw, method)
     else:
         metric = read_metric(check, raw.get("metric", {}))
+    constraints = read_constraints(check, raw.get("constraints"), objectives or (metric,))
     task = "" if runs_program else _task(check, raw.get("task", "digits"))
     scheduler = _scheduler(
         check,
@@ -211,6 +220,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
         method=method,
         metric=metric,
         objectives=objectives,
+        constraints=constraints,
         optuna=optuna,
         run_cap=run_cap,
         parameters=parameters,

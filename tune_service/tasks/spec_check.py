@@ -21,17 +21,24 @@ def check_spec_against_task(spec: SweepSpec, task: Task, reference: str) -> list
     in) gets notes instead of refusals for the parameters the stand-in does not take.
 
     Raises:
-        SpecError: the metric is one the task never reports, or a searched parameter is one it does not
-            take; each problem names the task's nearest name and every name it has.
+        SpecError: the metric (an objective, a constraint's metric) is one the task never reports, or a
+            searched parameter is one it does not take; each problem names the task's nearest name and
+            every name it has.
     """
     problems = []
     reported = task.reported_metrics()
-    for i, objective in enumerate(spec.metrics):
-        name = objective.name
+    named = [
+        *(
+            (f"metrics[{i}].name" if spec.multi_objective else "metric.name", o.name)
+            for i, o in enumerate(spec.metrics)
+        ),
+        *((f"constraints[{i}].name", c.name) for i, c in enumerate(spec.constraints)),
+    ]
+    for path, name in named:
         if reported is not None and name is not None and name not in reported:
             problems.append(
                 Problem(
-                    f"metrics[{i}].name" if spec.multi_objective else "metric.name",
+                    path,
                     f"the task {reference} never reports {name!r}{nearest(name, reported)}; "
                     f"it reports: {', '.join(reported)}",
                 )

@@ -32,7 +32,7 @@ TRIALS = (
 
 
 def result(tmp_path, trials=TRIALS) -> SweepResult:
-    return SweepResult(str(tmp_path), "val_loss", "min", trials, None, sweep_result.objectives_entry(OBJECTIVES))
+    return SweepResult(str(tmp_path), "val_loss", "min", trials, None, sweep_result.ranking_entry(OBJECTIVES))
 
 
 def test_the_front_is_the_undominated_trials_with_finite_values_by_the_first_objective(tmp_path):
@@ -75,7 +75,22 @@ def test_the_leaderboard_ranks_by_front_and_shows_every_objective(tmp_path):
 
 @pytest.mark.parametrize("objectives", [[], [("val_loss", "min")]])
 def test_one_objective_keeps_its_best_trial_and_its_front_is_that_trial(tmp_path, objectives):
-    outcome = SweepResult(str(tmp_path), "val_loss", "min", TRIALS[:4], sweep_result.best_trial(TRIALS[:4], "val_loss", "min", objectives), sweep_result.objectives_entry(objectives))
+    outcome = SweepResult(str(tmp_path), "val_loss", "min", TRIALS[:4], sweep_result.best_trial(TRIALS[:4], "val_loss", "min", objectives), sweep_result.ranking_entry(objectives))
     assert outcome.best is not None and outcome.best.trial_id == "d"
     assert not outcome.multi_objective and [t.trial_id for t in outcome.pareto] == ["d"]
     assert OBJECTIVES_KEY not in outcome.to_dict() and PARETO_KEY not in outcome.to_dict()
+
+
+def test_a_trial_that_breaks_a_constraint_is_never_the_best_nor_on_the_front_and_ranks_after_the_feasible(tmp_path):
+    from tune_service.spec.sweep import ConstraintSpec
+
+    bounded = [ConstraintSpec("n_params", max=500)]
+    outcome = SweepResult(str(tmp_path), "val_loss", "min", TRIALS, None, sweep_result.ranking_entry(OBJECTIVES, bounded))
+    assert [t.trial_id for t in outcome.pareto] == ["b", "a", "g"]  # d (900 params) is out; b still beats c
+    single = sweep_result.best_trial(TRIALS, "val_loss", "min", None, bounded)
+    assert single is not None and single.trial_id == "b"  # d has the lowest loss, but 900 params
+    ranked = [t.trial_id for t in sweep_result.rank_trials(TRIALS, "val_loss", "min", bounded)]
+    assert ranked[:4] == ["b", "a", "g", "c"] and set(ranked[4:]) == {"d", "e", "f"}
+    sweep_result.write(outcome)
+    loaded = sweep_result.load(tmp_path)
+    assert loaded.constraints == tuple(bounded) and [t.trial_id for t in loaded.pareto] == ["b", "a", "g"]

@@ -53,3 +53,21 @@ def test_each_objectives_target_ends_the_sweep_once_a_trial_reaches_it():
     built = searcher(metrics=[{"name": "val_loss"}, {"name": "n_params", "goal": "minimize", "target": 100}])
     configs = run(built, lambda i, c: {"val_loss": 1.0, "n_params": 500 if i < 3 else 90}, 10)
     assert len(configs) == 4  # the fourth reached n_params 90 <= 100: no fifth trial
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+def test_optuna_is_told_each_trials_violations_and_goes_on_so_after_a_restore(sampler, tmp_path):
+    constraints = [{"name": "latency_ms", "max": 2.0}, {"name": "memory", "min": 1.0}]
+    built = searcher(optuna={"sampler": sampler}, constraints=constraints)
+    values = lambda i, c: {"val_loss": c["lr"], "n_params": c["width"], "latency_ms": i / 2,  # noqa: E731
+                           **({"memory": 3.0} if i % 2 else {})}
+    run(built, values, 6)
+    built.save(str(tmp_path / "searcher"))
+    restored = searcher(optuna={"sampler": sampler}, constraints=constraints)
+    restored.restore(str(tmp_path / "searcher"))
+    for i in range(6, 8):  # the restored searcher's sampler (a copy) is told too
+        restored.suggest(f"t{i}")
+        restored.on_trial_complete(f"t{i}", values(i, {"lr": 0.1, "width": 8}))
+    told = [list(t.system_attrs["constraints"]) for t in innermost(restored)._ot_study.get_trials(deepcopy=False)]
+    # latency i/2 against 2.0; memory 3.0 against 1.0 on odd trials, missing (infinitely short) on even ones
+    assert told == [[i / 2 - 2.0, -2.0 if i % 2 else math.inf] for i in range(8)]

@@ -120,7 +120,7 @@ def test_override_without_equals_is_refused():
     (minimal(resources={"gpus": 1}),
      "resources.gpus: unknown key (did you mean 'gpus_per_worker'?); valid keys: workers, cpus_per_worker, gpus_per_worker"),
     (minimal(schedular={}), "schedular: unknown key (did you mean 'scheduler'?); valid keys: name, description, "
-     "method, metric, metrics, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, points_to_evaluate, warm_start, optuna, priors, program, command, controller, job, image_uri"),
+     "method, metric, metrics, constraints, run_cap, parameters, early_terminate, task, scheduler, resources, training, wandb, seed, project, entity, failure, execution, limits, points_to_evaluate, warm_start, optuna, priors, program, command, controller, job, image_uri"),
     (minimal(task=""), "task: must be a built-in task name or 'package.module:attr', got ''"),
     (minimal(wandb={"mode": "sync"}), "wandb.mode: must be one of auto, online, offline, disabled, got 'sync'"),
     (minimal(wandb={"tags": [1]}), "wandb.tags: must be a list of non-empty strings, got [1]"),
