@@ -35,7 +35,7 @@ from tune_service.results.lineage import with_lineage
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import SweepProgress
 from tune_service.search import registry
-from tune_service.search.continued import ContinuedSearch
+from tune_service.search.continued import ContinuedSearch, RunningTrialsReconciled
 from tune_service.search.population_journal import PopulationHistory, read_history
 from tune_service.search.population_search import PopulationSearch
 from tune_service.spec import SweepSpec, load_spec
@@ -406,7 +406,7 @@ def _execute(
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
-    progress = budget = timer = broker = None
+    progress = budget = timer = broker = reconciled = None
     try:
         cluster = from_ray()
         plan = plan.packed(cluster).on(cluster)  # gpus_per_worker: auto measured, then the concurrency
@@ -448,7 +448,9 @@ def _execute(
         budget = FailureBudget(experiment_dir.name, limit, progress) if limit else None
         timer = SweepTimeLimit(experiment_dir.name, spec.limits.sweep_s) if spec.limits.sweep_s else None
         ends = [callback for callback in (budget, timer) if callback is not None]
-        callbacks = [statuses, state_keeper, progress, *ends] + ([tracker] if tracker else [])
+        # a resumed searcher counts as running only the trials Tune restored unfinished
+        reconciled = RunningTrialsReconciled(f"{experiment_dir.name}/running", plan.searcher)
+        callbacks = [statuses, state_keeper, reconciled, progress, *ends] + ([tracker] if tracker else [])
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
@@ -544,7 +546,7 @@ def _execute(
         lock.release()
         statuses.release()
         state_keeper.release()
-        for callback in (progress, budget, timer):
+        for callback in (progress, budget, timer, reconciled):
             if callback is not None:
                 callback.release()
         if tracker is not None:

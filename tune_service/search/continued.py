@@ -1,4 +1,5 @@
-"""A resumed sweep's search, which may go on past the run_cap it was started with.
+"""A resumed sweep's search, which may go on past the run_cap it was started with, and whose running
+trials are the ones Tune restored unfinished.
 
 Tune keeps how many trials a sweep creates in the state of its ``SearchGenerator`` (``total_samples``,
 saved with the experiment), and a restored Tuner takes that number back: ``Tuner.restore`` has no
@@ -10,9 +11,16 @@ come.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from ray.tune.experiment import Trial
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
+
+from tune_service.experiment.callbacks import DriverCallback
+from tune_service.search.wrappers import RunningCap, layer_of
+
+logger = logging.getLogger(__name__)
 
 
 class ContinuedSearch(SearchGenerator):
@@ -37,3 +45,29 @@ class ContinuedSearch(SearchGenerator):
         if self.total > state["total_samples"]:
             continued["finished"] = False
         super().set_state(continued)
+
+
+class RunningTrialsReconciled(DriverCallback):
+    """At a resumed sweep's first step, the searcher's running trials (:class:`RunningCap`) become the
+    ones Tune restored unfinished.
+
+    Tune saves its trials and the searcher's state at the same moment, but on remote storage they are two
+    uploads, and a driver killed between them leaves the two apart: the searcher may count as running a
+    trial that Tune has as ended (or never had). It would never hear that trial end, and once the cap is
+    full it would suggest nothing again while Tune waited on it: a resumed sweep that hangs with nothing
+    running. A trial Tune restored unfinished goes on counting, as it resumes.
+    """
+
+    def __init__(self, key: str, searcher: Searcher):
+        super().__init__(key)
+        self.cap = layer_of(searcher, RunningCap)
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.cap is None:
+            return
+        unfinished = {t.trial_id for t in trials if t.status not in (Trial.TERMINATED, Trial.ERROR)}
+        gone = self.cap.running - unfinished
+        if gone:
+            logger.info("resume: the searcher counted %d ended trial(s) as running: %s", len(gone), sorted(gone))
+            self.cap.running -= gone
+        self.cap = None  # once: from here on the searcher hears every trial end

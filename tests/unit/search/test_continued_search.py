@@ -33,3 +33,43 @@ def test_a_continued_search_goes_on_to_its_new_total_and_never_below_the_trials_
     same = ContinuedSearch(searcher(), total=3, max_concurrent=None)
     same.set_state({**finished, "finished": True})
     assert same.is_finished()  # a grid walked whole stays done
+
+
+def test_a_resumed_searcher_counts_as_running_only_the_trials_tune_restored_unfinished(tmp_path):
+    """The searcher's state saved with trial t2 running (it ended before Tune's state was saved): on the
+    resume Tune has t2 ended and t3 to resume. Left as saved, the cap of one stays full after t3 ends, and
+    the searcher suggests nothing again while Tune waits on it; reconciled, it goes on."""
+    from ray.tune.experiment import Trial
+
+    from tune_service.search.continued import RunningTrialsReconciled
+    from tune_service.search.registry import build_searcher
+
+    def stack():
+        built, _ = build_searcher(load_spec({"method": "random", "run_cap": 10, "parameters": {"lr": {"min": 0.0, "max": 1.0}},
+                                             "scheduler": {"type": "fifo", "max_t": 1}}))
+        built.set_max_concurrency(1)
+        return built
+
+    saved = stack()
+    for i in range(3):
+        saved.suggest(f"t{i}")
+        if i < 2:
+            saved.on_trial_complete(f"t{i}", {"val_loss": 1.0})
+    saved.save(str(tmp_path / "searcher"))  # t2 running
+
+    def restored_trials():
+        trials = [Trial("run_trial", trial_id=f"t{i}", stub=True) for i in range(4)]
+        for trial in trials[:3]:
+            trial.set_status(Trial.TERMINATED)  # t2 ended after the searcher's state was saved
+        return trials  # t3 (which the searcher never saw) resumes: PENDING
+
+    for reconcile in (False, True):
+        resumed = stack()
+        resumed.restore(str(tmp_path / "searcher"))
+        if reconcile:
+            reconciled = RunningTrialsReconciled("test/running", resumed)
+            reconciled.on_step_begin(0, restored_trials())
+            reconciled.release()
+        resumed.on_trial_complete("t3", {"val_loss": 0.5})  # the resumed trial ends
+        suggested = resumed.suggest("t4")
+        assert (suggested is not None) == reconcile  # without: the cap stays full of t2 for good
