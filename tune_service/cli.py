@@ -351,6 +351,12 @@ def _print_outcome(outcome, top: int = 10, leaderboard: bool = True) -> None:
             f"Pareto front of {goals}: {len(front)} trial(s)"
             + (f": {', '.join(t.trial_id for t in front)}" if front else "")
         )
+        if outcome.hypervolume is not None:
+            volume, reference = outcome.hypervolume
+            at = ", ".join(
+                f"{name} {value:.4g}" for (name, _), value in zip(outcome.objectives, reference, strict=True)
+            )
+            print(f"hypervolume {volume:.4g} (from the reference point {at})")
     elif outcome.best is not None:
         print(f"best {outcome.metric}: {outcome.best.metrics.get(outcome.metric)} (trial {outcome.best.trial_id})")
     else:

@@ -65,6 +65,9 @@ def test_the_multi_objective_example_ends_with_its_pareto_front_everywhere(ray_c
     board = out.splitlines()[out.splitlines().index(next(line for line in out.splitlines() if line.startswith("front  trial"))):]
     assert {line.split()[1] for line in board[1:] if line.startswith("1 ")} == front
 
+    assert summary["hypervolume"]["value"] > 0 and len(summary["hypervolume"]["reference"]) == 2
+    assert any(line.startswith("hypervolume ") for line in out.splitlines())
+
     results = tune_service.load_results(experiment)
     assert {t.trial_id for t in results.pareto} == front and results.best is None
 

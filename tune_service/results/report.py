@@ -13,6 +13,9 @@ drawn is a ``<p class="note" data-chart="NAME">`` saying why):
   categorical values get one tick each, positive values spanning 100x or more a log10 axis;
 - ``importance``: how much each searched parameter decides the final metric (:func:`parameter_importance`);
 - ``best_by_trial``: each trial's final value and the best so far, in trial order;
+- a sweep of several objectives has, in place of the two best-value charts, ``pareto_front`` (the trials
+  over the first two objectives: the front bright and joined, the dominated faded, the infeasible grey)
+  and ``hypervolume_by_trial`` and ``hypervolume_by_compute`` (:mod:`~tune_service.results.front`);
 - ``best_by_compute``: the same against the compute spent, the cumulative trial-epochs of the trials
   so far in trial order (or their cumulative trial time, from the last report's ``time_total_s``:
   a toggle on the chart when every trial that reported has it);
@@ -51,10 +54,12 @@ from typing import Any, NamedTuple
 from tune_service.errors import TuneServiceError
 from tune_service.experiment.layout import REPORT_FILE, atomic_write, read_trial_results, trial_results_file
 from tune_service.results.analysis import metric_by_time
+from tune_service.results.front import hypervolume_by_trial
 from tune_service.results.lineage import schedule
 from tune_service.results.sweep_result import (
     SweepResult,
     TrialRecord,
+    feasible,
     final_value,
     format_value,
     is_number,
@@ -116,8 +121,13 @@ def render_report(result: SweepResult) -> str:
     page.section("Learning curves", "learning_curves", *_learning_curves(result, trials, keys))
     page.section("Parallel coordinates", "parallel_coordinates", *_parallel_coordinates(result, keys))
     page.section("Parameter importance", "importance", *_importance(result, keys))
-    page.section("Best value by trial", "best_by_trial", *_best_by_trial(result, trials))
-    page.section("Best value by compute", "best_by_compute", *_best_by_compute(result, trials))
+    if result.multi_objective:
+        page.section("Pareto front", "pareto_front", *_pareto_front(result, keys))
+        page.section("Hypervolume by trial", "hypervolume_by_trial", *_hypervolume_by(result, trials, "trial"))
+        page.section("Hypervolume by compute", "hypervolume_by_compute", *_hypervolume_by(result, trials, "compute"))
+    else:
+        page.section("Best value by trial", "best_by_trial", *_best_by_trial(result, trials))
+        page.section("Best value by compute", "best_by_compute", *_best_by_compute(result, trials))
     if any(t.lineage for t in result.trials):
         family = _family(result, trials)
         page.section("Population: hyperparameter schedules", "schedules", *_schedules(result, trials, family))
@@ -554,6 +564,86 @@ def _best_by_trial(result: SweepResult, trials: list[_Trial]):
     if len(trials) <= 25:
         figure.update_xaxes(dtick=1)
     return figure, None
+
+
+def _objective_values(result: SweepResult, record: TrialRecord) -> tuple[float, ...] | None:
+    """The trial's value of every objective, when it is scored (feasible, each value finite)."""
+    values = [final_value(record, name) for name, _ in result.objectives]
+    if any(v is None for v in values) or not feasible(record, result.constraints):
+        return None
+    return tuple(float(v) for v in values if v is not None)
+
+
+def _pareto_front(result: SweepResult, keys: list[str]):
+    """The trials over the first two objectives: the front's members bright and joined, the dominated
+    faded, the infeasible grey (the others' values in each point's hover)."""
+    import plotly.graph_objects as go
+
+    (x_name, _), (y_name, _) = result.objectives[:2]
+    front = {t.trial_id for t in result.pareto}
+    groups: dict[str, list[TrialRecord]] = {"front": [], "dominated": [], "infeasible": []}
+    for t in result.trials:
+        if final_value(t, x_name) is None or final_value(t, y_name) is None:
+            continue
+        kind = "front" if t.trial_id in front else "dominated" if feasible(t, result.constraints) else "infeasible"
+        groups[kind].append(t)
+    if not groups["front"]:
+        return None, "No trial has a final value of every objective."
+    style = {
+        "front": dict(marker=dict(size=10, color="#d62728"), opacity=1.0, mode="markers+lines", line=dict(width=1)),
+        "dominated": dict(marker=dict(size=7, color="#1f77b4"), opacity=0.35, mode="markers"),
+        "infeasible": dict(marker=dict(size=7, color="#7f7f7f", symbol="x"), opacity=0.5, mode="markers"),
+    }
+    figure = _figure(xaxis_title=html.escape(x_name), yaxis_title=html.escape(y_name))
+    for kind, members in groups.items():
+        if not members:
+            continue
+        members = sorted(members, key=lambda t: t.metrics[x_name]) if kind == "front" else members
+        others = [name for name, _ in result.objectives[2:]]
+        figure.add_trace(
+            go.Scatter(
+                x=[t.metrics[x_name] for t in members],
+                y=[t.metrics[y_name] for t in members],
+                name=f"{kind} ({len(members)})",
+                text=[
+                    f"{html.escape(t.trial_id)}"
+                    + "".join(f"<br>{html.escape(n)}: {format_value(t.metrics.get(n))}" for n in others)
+                    + f"<br>{_hover_config(t, keys)}"
+                    for t in members
+                ],
+                hoverinfo="text+x+y",
+                **style[kind],
+            )
+        )
+    note = None
+    if len(result.objectives) > 2:
+        note = f"The first two of {len(result.objectives)} objectives; the others are in each point's hover."
+    return figure, note
+
+
+def _hypervolume_by(result: SweepResult, trials: list[_Trial], against: str):
+    """The hypervolume of the trials so far, in trial order, against trials or against compute."""
+    measured = result.hypervolume
+    if measured is None:
+        return None, "No trial has a final value of every objective."
+    _, reference = measured
+    modes = [mode for _, mode in result.objectives]
+    history = hypervolume_by_trial([_objective_values(result, t.record) for t in trials], modes, reference)
+    unit = result.time_unit
+    xs: list[float]
+    if against == "trial":
+        xs, title = [float(n) for n in range(1, len(trials) + 1)], "trial (in the order they were created)"
+    else:
+        xs, title = _cumulative([float(t.record.progress(unit)) for t in trials]), f"compute: cumulative trial-{unit}s"
+    import plotly.graph_objects as go
+
+    figure = _figure(xaxis_title=title, yaxis_title="hypervolume")
+    figure.add_trace(go.Scatter(x=xs, y=history, mode="lines+markers", line=dict(shape="hv"), name="hypervolume"))
+    where = ", ".join(f"{name} {value:.4g}" for (name, _), value in zip(result.objectives, reference, strict=True))
+    return (
+        figure,
+        f"Against the reference point {where}: each objective's worst value, a tenth of its range further out.",
+    )
 
 
 def _cumulative(values: list[float]) -> list[float]:

@@ -41,6 +41,7 @@ from tune_service.experiment.layout import (
     atomic_write,
 )
 from tune_service.redaction import redact, redact_text
+from tune_service.results.front import hypervolume, reference_point
 from tune_service.search.pareto import fronts, pareto_order
 from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY, ConstraintSpec
@@ -84,6 +85,8 @@ LOGGED_COLUMNS = 6
 #: The key of a summary whose sweep has several objectives: ``[{"name": ..., "mode": ...}, ...]`` in the
 #: spec's order (absent with one objective).
 OBJECTIVES_KEY = "objectives"
+#: The key of such a summary's hypervolume, ``{"value": ..., "reference": [...]}``; derived, as ``pareto``.
+HYPERVOLUME_KEY = "hypervolume"
 #: The key of a summary whose sweep has constraints: ``[{"name": ..., "min": ..., "max": ...}, ...]``.
 CONSTRAINTS_KEY = "constraints"
 #: The key of such a summary's Pareto front, each trial as ``best`` is written; derived from the trials,
@@ -169,6 +172,19 @@ class SweepResult:
         return pareto_front(self.trials, self.objectives, self.constraints)
 
     @property
+    def hypervolume(self) -> tuple[float, tuple[float, ...]] | None:
+        """A sweep of several objectives: its front's hypervolume and the reference point it is measured
+        from (:mod:`~tune_service.results.front`); None with one objective or no scored trial."""
+        if not self.multi_objective:
+            return None
+        _, points = _scored(self.trials, self.objectives, self.constraints)
+        if not points:
+            return None
+        modes = [mode for _, mode in self.objectives]
+        reference = reference_point(points, modes)
+        return hypervolume(points, modes, reference), reference
+
+    @property
     def best_config(self) -> dict[str, Any] | None:
         return self.best.config if self.best else None
 
@@ -188,6 +204,7 @@ class SweepResult:
             "trials": [_trial_dict(t) for t in self.trials],
             **self.extra,
             **({PARETO_KEY: [_front_dict(t) for t in self.pareto]} if self.multi_objective else {}),
+            **({HYPERVOLUME_KEY: _hypervolume_dict(self.hypervolume)} if self.hypervolume else {}),
         }
 
     def leaderboard(self, top: int = 10) -> str:
@@ -248,6 +265,11 @@ class SweepResult:
                 counts[rare] = n
         lines.append(f"{len(self.trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
+
+
+def _hypervolume_dict(measured: tuple[float, tuple[float, ...]]) -> dict[str, Any]:
+    value, reference = measured
+    return {"value": value, "reference": list(reference)}
 
 
 def _front_dict(trial: TrialRecord) -> dict[str, Any]:
@@ -502,7 +524,7 @@ def load(experiment_dir: str | os.PathLike) -> SweepResult:
     if data.get(IN_PROGRESS_KEY):
         records.update((t.trial_id, t) for t in read_ended(_in_experiment(experiment_dir, ENDED_TRIALS_FILE)))
     trials = tuple(records.values())
-    derived = {"experiment_dir", "metric", "mode", "best", "trials", PARETO_KEY}
+    derived = {"experiment_dir", "metric", "mode", "best", "trials", PARETO_KEY, HYPERVOLUME_KEY}
     extra = {k: v for k, v in data.items() if k not in derived}
     # The directory it was read from: an experiment directory may have been moved or copied.
     where = str(experiment_dir).rstrip("/") if remote else str(Path(experiment_dir).resolve())

@@ -18,6 +18,7 @@ from tune_service.experiment.layout import REPORT_FILE, trial_results_file
 from tune_service.results import sweep_result
 from tune_service.results.report import MIN_TRIALS_FOR_IMPORTANCE, parameter_importance, write_report
 from tune_service.results.sweep_result import SweepResult, TrialRecord
+from tune_service.spec.sweep import ConstraintSpec
 
 CHARTS = ("learning_curves", "parallel_coordinates", "importance", "best_by_trial", "best_by_compute")
 METRIC = "val_loss"
@@ -277,3 +278,41 @@ def test_a_sweep_of_many_trials_draws_the_best_one_by_one_and_says_how_it_summar
     assert result.best.trial_id in first_row and 'class="best"' in first_row
     sampled = parameter_importance(result)
     assert sampled is not None and sampled == parameter_importance(result)  # seeded: the same each time
+
+
+MO_CHARTS = ("learning_curves", "parallel_coordinates", "importance", "pareto_front", "hypervolume_by_trial",
+             "hypervolume_by_compute")
+
+
+def test_a_sweep_of_several_objectives_draws_its_front_faded_and_its_hypervolume_in_a_browser(tmp_path):
+    """Loss against width (a trade: wider trials reach lower losses), with a constraint on a third metric."""
+    experiment, trials = tmp_path / "exp", []
+    for i, (width, final, memory) in enumerate([(8, 0.9, 1), (16, 0.5, 1), (32, 0.6, 1), (64, 0.2, 1),
+                                               (128, 0.1, 9), (16, 0.95, 1), (64, 0.4, 1)]):
+        losses = [final + 1.0 / e for e in range(1, MAX_T + 1)]
+        write_trial(experiment, f"0000{i}", losses)
+        metrics = {METRIC: losses[-1], "width": width, "memory": memory, "epoch": MAX_T}
+        trials.append(TrialRecord(f"0000{i}", "completed", {"width": width, "lr": 0.01 * (i + 1)}, metrics, MAX_T))
+    objectives = [(METRIC, "min"), ("width", "min")]
+    bounded = [ConstraintSpec("memory", max=4)]
+    extra = {"max_t": MAX_T, "rungs": [], **sweep_result.ranking_entry(objectives, bounded)}
+    sweep_result.write(SweepResult(str(experiment), METRIC, "min", tuple(trials), None, extra))
+    result = sweep_result.load(experiment)
+    assert [t.trial_id for t in result.pareto] == ["00003", "00001", "00000"]  # 00004 breaks memory <= 4
+
+    page = write_report(result)
+    parser = Charts()
+    parser.feed(rendered_dom(page, tmp_path / "profile"))
+    assert set(parser.attrs) == set(MO_CHARTS), parser.attrs
+    rendered = {chart: parser.attrs[chart].get("data-rendered") for chart in MO_CHARTS}
+    assert all(rendered.values()), f"charts the page did not finish drawing: {rendered}"
+    assert rendered["pareto_front"] == "3"  # the front, the dominated, the infeasible
+    text = page.read_text(encoding="utf-8")
+    assert "front (3)" in text and "dominated (3)" in text and "infeasible (1)" in text
+    value, reference = result.hypervolume
+    saved = json.loads((experiment / "summary.json").read_text())["hypervolume"]
+    assert saved == {"value": value, "reference": list(reference)} and value > 0
+    feasible = [t.metrics[METRIC] for t in trials if t.metrics["memory"] <= 4]
+    # each objective's worst feasible value, a tenth of its range further out
+    assert reference == pytest.approx((max(feasible) + 0.1 * (max(feasible) - min(feasible)), 64 + 0.1 * (64 - 8)))
+    assert "Against the reference point" in text and "Best value by trial" not in text
