@@ -14,6 +14,7 @@ import pytest
 from tune_service import cli
 from tune_service.experiment.layout import read_trial_results, trial_results_file
 from tune_service.results import sweep_result
+from tune_service.search.pareto import dominates
 from wandb_files import offline_run_ids, offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -96,3 +97,19 @@ def test_the_wandb_program_example_runs_its_unchanged_script_as_2_rank_trials_an
     left = [p for p in psutil.process_iter(["cmdline", "cwd"])
             if "train.py" in (p.info["cmdline"] or []) and p.info["cwd"] == str(ROOT / "examples" / "wandb_program")]
     assert not left
+
+
+def test_the_wandb_multi_objective_example_runs_w_and_bs_new_schema_to_its_pareto_front(tmp_path):
+    """W&B's `metrics:`, `method: custom` and `scheduler: {engine: optuna}`, with its unchanged script."""
+    result, experiment = run_example("wandb_multi_objective", tmp_path)
+    assert result.objectives == [("val_accuracy", "max"), ("n_params", "min")] and result.best is None
+    assert len(result.trials) == 3 and all(t.status == "completed" for t in result.trials)
+    for t in result.trials:  # what the script logged: its MLP's parameter count
+        assert t.metrics["n_params"] == 64 * t.config["hidden"] + t.config["hidden"] + t.config["hidden"] * 10 + 10
+    points = {t.trial_id: (t.metrics["val_accuracy"], t.metrics["n_params"]) for t in result.trials}
+    front = {i for i, p in points.items() if not any(dominates(q, p, ("max", "min")) for q in points.values())}
+    assert {t.trial_id for t in result.pareto} == front
+    saved = json.loads((experiment / "summary.json").read_text())
+    assert {t["trial_id"] for t in saved["pareto"]} == front and saved["hypervolume"]["value"] > 0
+    sweep = json.loads((experiment / "sweep.json").read_text())["spec"]
+    assert sweep["scheduler"] == {"engine": "optuna"} and sweep["method"] == "custom"  # the file, as W&B wrote it
