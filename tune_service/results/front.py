@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tune_service.search.pareto import as_losses, dominates, fronts
+from tune_service.search.pareto import as_losses, dominates, non_dominated
 
 Point = Sequence[float]
 #: How far past the worst value the reference point lies, as a share of each objective's range.
@@ -41,7 +41,7 @@ def hypervolume(points: Sequence[Point], modes: Sequence[str], reference: Point)
     inside = [p for p in losses if all(x < b for x, b in zip(p, bound, strict=True))]
     if not inside:
         return 0.0
-    front = [inside[i] for i in fronts(inside, ["min"] * len(bound))[0]]
+    front = [inside[i] for i in non_dominated(inside, ["min"] * len(bound))]
     return _volume(front, bound)
 
 

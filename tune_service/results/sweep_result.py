@@ -42,7 +42,7 @@ from tune_service.experiment.layout import (
 )
 from tune_service.redaction import redact, redact_text
 from tune_service.results.front import hypervolume, reference_point
-from tune_service.search.pareto import fronts, pareto_order
+from tune_service.search.pareto import fronts, non_dominated, pareto_order
 from tune_service.spec.configs import plain
 from tune_service.spec.sweep import METRIC_VALUES_KEY, ConstraintSpec
 
@@ -204,14 +204,14 @@ class SweepResult:
             "trials": [_trial_dict(t) for t in self.trials],
             **self.extra,
             **({PARETO_KEY: [_front_dict(t) for t in self.pareto]} if self.multi_objective else {}),
-            **({HYPERVOLUME_KEY: _hypervolume_dict(self.hypervolume)} if self.hypervolume else {}),
+            **({HYPERVOLUME_KEY: _hypervolume_dict(measured)} if (measured := self.hypervolume) else {}),
         }
 
     def leaderboard(self, top: int = 10) -> str:
         """The best ``top`` trials as a text table, best first, then a count of the rest. Several
         objectives: ranked by front (the ``front`` column, 1 the Pareto front), a column each."""
         ranked = (
-            pareto_ranked(self.trials, self.objectives, self.constraints)
+            pareto_ranked(self.trials, self.objectives, self.constraints, limit=top)
             if self.multi_objective
             else rank_trials(self.trials, self.metric, self.mode, self.constraints)
         )
@@ -219,7 +219,7 @@ class SweepResult:
         keys = sorted({k for t in rows for k in t.config})
         if self.multi_objective:
             names = [name for name, _ in self.objectives]
-            front_of = _front_numbers(self.trials, self.objectives, self.constraints)
+            front_of = _front_numbers(self.trials, self.objectives, self.constraints, limit=top)
             header = ["front", "trial", "status", f"{self.time_unit}s", *names, *keys]
             table = [header] + [
                 [
@@ -379,12 +379,13 @@ def _scored(
 
 
 def _front_numbers(
-    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = (), limit: int | None = None
 ) -> dict[str, int]:
-    """Each scored trial's front (0: the Pareto front), by trial id."""
+    """Each scored trial's front (0: the Pareto front), by trial id (``limit``: of the fronts that hold
+    the first ``limit`` trials only)."""
     kept, points = _scored(trials, objectives, constraints)
     modes = [mode for _, mode in objectives]
-    return {kept[i].trial_id: number for number, front in enumerate(fronts(points, modes)) for i in front}
+    return {kept[i].trial_id: number for number, front in enumerate(fronts(points, modes, limit)) for i in front}
 
 
 def pareto_front(
@@ -395,19 +396,21 @@ def pareto_front(
     kept, points = _scored(trials, objectives, constraints)
     if not kept:
         return ()
-    modes = [mode for _, mode in objectives]
-    front = [kept[i] for i in fronts(points, modes)[0]]
+    front = [kept[i] for i in non_dominated(points, [mode for _, mode in objectives])]
     return tuple(rank_trials(front, objectives[0][0], objectives[0][1]))
 
 
 def pareto_ranked(
-    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = ()
+    trials, objectives: list[tuple[str, str]], constraints: Sequence[ConstraintSpec] = (), limit: int | None = None
 ) -> list[TrialRecord]:
-    """Every trial best first: the scored ones by front and crowding distance, then the others in order."""
+    """Every trial best first: the scored ones by front and crowding distance, then the others in order
+    (``limit``: at least the first ``limit`` in order, the rest after them unordered)."""
     kept, points = _scored(trials, objectives, constraints)
-    ranked = [kept[i] for i in pareto_order(points, [mode for _, mode in objectives])]
+    order = pareto_order(points, [mode for _, mode in objectives], limit)
+    ranked = [kept[i] for i in order]
+    placed = {t.trial_id for t in ranked}
     scored = {t.trial_id for t in kept}
-    return ranked + [t for t in trials if t.trial_id not in scored]
+    return [*ranked, *(t for t in kept if t.trial_id not in placed), *(t for t in trials if t.trial_id not in scored)]
 
 
 _TRIAL_ID = re.compile(rf"^{re.escape(TRIAL_DIR_PREFIX)}([0-9a-f_]+)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 Point = Sequence[float]
 
 
@@ -26,31 +28,43 @@ def dominates(a: Point, b: Point, modes: Sequence[str]) -> bool:
     return all(x <= y for x, y in zip(la, lb, strict=True)) and any(x < y for x, y in zip(la, lb, strict=True))
 
 
-def fronts(points: Sequence[Point], modes: Sequence[str]) -> list[list[int]]:
+def non_dominated(points: Sequence[Point], modes: Sequence[str]) -> list[int]:
+    """The indices of the points no other point dominates (the first of :func:`fronts`), in index order."""
+    return _peel(_losses(points, modes), np.arange(len(points)))[0].tolist()
+
+
+def fronts(points: Sequence[Point], modes: Sequence[str], limit: int | None = None) -> list[list[int]]:
     """The indices of ``points`` by front: the first front is the non-dominated points, the next those
-    dominated only by the first, and so on; each front in index order. Equal points share a front."""
-    dominated_by = [0] * len(points)  # how many points dominate each point
-    dominating: list[list[int]] = [[] for _ in points]  # the points each point dominates
-    for i, a in enumerate(points):
-        for j in range(i + 1, len(points)):
-            if dominates(a, points[j], modes):
-                dominating[i].append(j)
-                dominated_by[j] += 1
-            elif dominates(points[j], a, modes):
-                dominating[j].append(i)
-                dominated_by[i] += 1
-    result: list[list[int]] = []
-    current = [i for i, n in enumerate(dominated_by) if n == 0]
-    while current:
-        result.append(sorted(current))
-        following = []
-        for i in current:
-            for j in dominating[i]:
-                dominated_by[j] -= 1
-                if dominated_by[j] == 0:
-                    following.append(j)
-        current = following
+    dominated only by the first, and so on; each front in index order. Equal points share a front.
+    ``limit``: the fronts that hold the first ``limit`` points only (each front costs a comparison of
+    every point left with every other: a leaderboard needs its top few, not all)."""
+    losses, remaining, result, taken = _losses(points, modes), np.arange(len(points)), [], 0
+    while remaining.size and (limit is None or taken < limit):
+        front, remaining = _peel(losses, remaining)
+        result.append(front.tolist())
+        taken += len(front)
     return result
+
+
+#: Rows of the dominance comparison made at once: bounds its memory (rows x points x objectives).
+_CHUNK = 256
+
+
+def _losses(points: Sequence[Point], modes: Sequence[str]) -> np.ndarray:
+    """The points as an array of losses (each objective turned so that smaller is better)."""
+    signs = np.array([-1.0 if mode == "max" else 1.0 for mode in modes])
+    return np.asarray(points, dtype=float).reshape(len(points), len(modes)) * signs
+
+
+def _peel(losses: np.ndarray, remaining: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The indices among ``remaining`` that no other of them dominates, and the rest, each in order:
+    compared with numpy a block of rows at a time (a sweep's thousands of trials take a blink)."""
+    rows = losses[remaining]
+    dominated = np.zeros(len(rows), dtype=bool)
+    for start in range(0, len(rows), _CHUNK):
+        block = rows[start : start + _CHUNK, None, :]
+        dominated |= ((block <= rows[None]).all(axis=2) & (block < rows[None]).any(axis=2)).any(axis=0)
+    return remaining[~dominated], remaining[dominated]
 
 
 def crowding_distances(points: Sequence[Point]) -> list[float]:
@@ -71,11 +85,12 @@ def crowding_distances(points: Sequence[Point]) -> list[float]:
     return distances
 
 
-def pareto_order(points: Sequence[Point], modes: Sequence[str]) -> list[int]:
+def pareto_order(points: Sequence[Point], modes: Sequence[str], limit: int | None = None) -> list[int]:
     """The indices of ``points`` best first: by front, then by crowding distance (largest first), then by
-    index (the order of arrival), so the order is total and reproducible."""
+    index (the order of arrival), so the order is total and reproducible. ``limit``: at least the first
+    ``limit`` of them (whole fronts), not all."""
     order: list[int] = []
-    for front in fronts(points, modes):
+    for front in fronts(points, modes, limit):
         distances = crowding_distances([points[i] for i in front])
         order += [i for _, i in sorted(zip(distances, front, strict=True), key=lambda di: (-di[0], di[1]))]
     return order

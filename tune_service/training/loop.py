@@ -513,7 +513,7 @@ def _evaluated(run: TrainingRun, epoch: int, started: float) -> dict[str, Any]:
         precision=run.precision.name,
         started=started,
         n_params=parameter_count(run.model.module),
-        latency_ms=1000 * validation_seconds / max(val_totals[0], 1.0),  # the ranks' seconds over their samples
+        latency_ms=1000 * validation_seconds / max(val_totals[1], 1.0),  # the ranks' seconds over their samples
     )
 
 

@@ -10,7 +10,7 @@ import random
 import optuna
 import pytest
 
-from tune_service.search.pareto import crowding_distances, dominates, fronts, pareto_order
+from tune_service.search.pareto import crowding_distances, dominates, fronts, non_dominated, pareto_order
 
 
 def optuna_front(points, modes) -> set[int]:
@@ -32,6 +32,7 @@ def test_the_first_front_is_optunas_and_each_later_one_is_dominated_only_by_earl
     found = fronts(points, modes)
     assert sorted(i for front in found for i in front) == list(range(len(points)))
     assert set(found[0]) == optuna_front(points, modes)
+    assert non_dominated(points, modes) == found[0]
     for k, front in enumerate(found):
         for i in front:
             assert not any(dominates(points[j], points[i], modes) for later in found[k:] for j in later)
