@@ -258,7 +258,7 @@ class SweepResults:
         model.load_state_dict(_unwrapped_state(load_state(checkpoint, map_location="cpu")["model"]))
         return model.eval()
 
-    def best_spec(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
+    def best_spec(self, path: str | os.PathLike | None = None, trial: str | None = None) -> dict[str, Any]:
         """A spec that trains the best configuration once: the sweep's own (from ``sweep.json``), named
         ``<name>-best``, with every parameter fixed to the best trial's value (``{value: ...}``; a
         conditional parameter the trial did not receive is left out), ``method: grid``, ``run_cap: 1``
@@ -267,17 +267,23 @@ class SweepResults:
         exploited): the values they started with, and ``scheduler.type: pbt_replay`` with the changes at
         their epochs (:meth:`family`), as Ray's PBT replay runs a trial's policy.
 
+        Any other trial's configuration is trained the same way when ``trial`` names it (the spec is then
+        named ``<name>-<trial id>``); a sweep of several objectives has no one best trial, so the user
+        picks one, usually of its front (:attr:`pareto`).
+
         Args:
             path: where to write it as YAML (``tune-run PATH`` then runs it); not written when None.
+            trial: the id of the trial to train again (any of the sweep's); None: the best trial, which a
+                sweep of several objectives does not have (pick one of :attr:`pareto`).
 
         Returns:
             The spec as a mapping (what :func:`tune_service.load_spec` takes).
 
         Raises:
-            TuneServiceError: no best trial yet, or no ``sweep.json`` in the experiment directory.
+            TuneServiceError: no best trial yet (several objectives: ``trial`` not given), no trial called
+                ``trial``, or no ``sweep.json`` in the experiment directory.
         """
-        best = self._require_best("write its spec")
-        assert self.metric is not None  # a best trial is the best by the sweep's metric
+        best = self._chosen(trial, "write its spec")
         spec = self.spec
         source = copy.deepcopy(dict(spec.source))
         source.pop("early_terminate", None)  # W&B's early stopping, read as the scheduler: none now
@@ -291,21 +297,30 @@ class SweepResults:
         changes = _changes(family, [p.name for p in spec.parameters])
         if changes:  # PBT changed the values the best trial's weights were trained with: replay them
             scheduler = {"type": "pbt_replay", "max_t": spec.scheduler.max_t, "schedule": changes}
+        objectives = [name for name, _ in objectives_of(self._extra)] or [self.metric]
+        scores = ", ".join(f"{name} {best.metrics.get(name)!r}" for name in objectives if name)
+        which = (
+            "the best trial"
+            if self.best is not None and best.trial_id == self.best.trial_id
+            else "a trial on the Pareto front"
+            if best in self.pareto
+            else "a trial"
+        )
         source.update(
-            name=f"{spec.name}-best",
+            name=f"{spec.name}-{'best' if which == 'the best trial' else best.trial_id}",
             method="grid",
             run_cap=1,
             parameters=fixed,
             scheduler=scheduler,
-            description=f"the best trial ({best.trial_id}) of sweep {spec.name}: "
-            f"{self.metric} {best.metrics.get(self.metric)!r}",
+            description=f"{which} ({best.trial_id}) of sweep {spec.name}: {scores}",
         )
         from tune_service.spec import load_spec
 
         load_spec(source)  # what it writes runs
         if path is not None:
             header = [
-                f"# The best configuration of the sweep in {self.experiment_dir}, trained once: tune-run this file."
+                f"# The configuration of {which} ({best.trial_id}) of the sweep in {self.experiment_dir}, "
+                f"trained once: tune-run this file."
             ]
             task_object = (self._saved or {}).get("task_object")
             if task_object:
@@ -339,6 +354,22 @@ class SweepResults:
         return load_spec(self._saved["spec"])
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def _chosen(self, trial: str | None, what: str) -> TrialRecord:
+        """Trial ``trial`` of the sweep; None: the best trial (several objectives have none: the user
+        picks one, and the error names the front)."""
+        if trial is not None:
+            for record in self.records:
+                if record.trial_id == trial:
+                    return record
+            raise TuneServiceError(f"trial: no trial of {str(self.experiment_dir)!r} is called {trial!r}")
+        if len(objectives_of(self._extra)) > 1:
+            front = ", ".join(t.trial_id for t in self.pareto) or "none yet"
+            raise TuneServiceError(
+                f"trial: a sweep of several objectives has no one best trial; choose one to {what}, "
+                f"such as a trial on its Pareto front ({front}), got None"
+            )
+        return self._require_best(what)
 
     def _require_best(self, what: str) -> TrialRecord:
         if self.best is None:

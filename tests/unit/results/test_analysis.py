@@ -335,3 +335,38 @@ def test_load_results_and_sweep_results_are_public_and_lazy():
     assert tune_service.load_results is analysis.load_results
     assert tune_service.SweepResults is analysis.SweepResults
     assert {"load_results", "SweepResults"} <= set(tune_service.__all__)
+
+
+def test_a_sweep_of_several_objectives_writes_the_spec_of_the_front_member_the_user_picks(tmp_path):
+    source = yaml.safe_load((ROOT / "search_spaces" / "multi_objective.yaml").read_text())
+    spec = load_spec(source)
+    objectives = [(o.name, o.mode) for o in spec.objectives]
+    trials = (
+        TrialRecord("small", "completed", {"lr": 0.01, "hidden": 8, "layers": 1},
+                    {"val_accuracy": 0.90, "n_params": 600}, 4),
+        TrialRecord("large", "completed", {"lr": 0.002, "hidden": 128, "layers": 2},
+                    {"val_accuracy": 0.97, "n_params": 27000}, 4),
+        TrialRecord("worse", "completed", {"lr": 0.02, "hidden": 64, "layers": 2},
+                    {"val_accuracy": 0.89, "n_params": 9000}, 4),  # dominated by small
+    )
+    sweep_result.write(SweepResult(str(tmp_path), "val_accuracy", "max", trials, None,
+                                   sweep_result.ranking_entry(objectives)))
+    layout.write_sweep_file(tmp_path, source, None)
+    results = load_results(tmp_path)
+    assert {t.trial_id for t in results.pareto} == {"small", "large"}
+
+    with pytest.raises(TuneServiceError) as raised:  # no one best trial: the error names the front
+        results.best_spec()
+    assert "Pareto front (large, small)" in str(raised.value) and "\n" not in str(raised.value)
+    with pytest.raises(TuneServiceError, match="no trial .* is called 'nope'"):
+        results.best_spec(trial="nope")
+
+    written = results.best_spec(tmp_path / "small.yaml", trial="small")
+    reread = load_spec(tmp_path / "small.yaml")
+    assert reread.name == "multi-objective-small" and reread.run_cap == 1 and reread.method == "grid"
+    assert "a trial on the Pareto front (small)" in written["description"]
+    assert [(o.name, o.mode) for o in reread.objectives] == objectives  # still scored on both
+    only, _ = registry.build_searcher(reread)
+    assert only.suggest("again") == trials[0].config
+    # A dominated trial may be picked too, and says so.
+    assert "a trial (worse)" in results.best_spec(trial="worse")["description"]
