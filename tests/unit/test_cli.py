@@ -138,3 +138,15 @@ def test_a_resume_cannot_add_trials_to_a_whole_grid(tmp_path, capsys, forbid_ray
     layout.write_sweep_file(experiment, {"method": "grid", "parameters": {"lr": {"values": [0.1, 0.01]}}}, None)
     assert cli.main(["resume", str(experiment), "--set", "run_cap=4"]) == cli.EXIT_USAGE
     assert capsys.readouterr().err == "error: run_cap: this sweep runs its whole grid: it has no more trials to add, got 4\n"
+
+
+@pytest.mark.parametrize("scheduler, how", [
+    ("asha", "a rung ranks its trials by Pareto order over val_accuracy, n_params"),
+    ("hyperband", "a bracket halving ranks its trials by Pareto order over val_accuracy, n_params"),
+])
+def test_the_dry_run_of_several_objectives_says_how_the_scheduler_compares_trials(capsys, forbid_ray_start,
+                                                                                  scheduler, how):
+    spec = str(Path(QUICKSTART).parent / "multi_objective.yaml")
+    assert cli.main(["dry-run", spec, "--set", f"scheduler.type={scheduler}"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert how in out and "non-dominated fronts, then crowding distance, then trial id" in out

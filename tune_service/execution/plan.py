@@ -218,8 +218,9 @@ class SweepPlan:
             if s.multi_objective:
                 names = ", ".join(o.name or "" for o in s.objectives)
                 lines.append(
-                    f"  a rung ranks its trials by Pareto order over {names}: non-dominated fronts, then "
-                    f"crowding distance, then trial id (MO-ASHA, NSGA-II's selection)"
+                    f"  {'a rung' if sched.type == 'asha' else 'a bracket halving'} ranks its trials by Pareto "
+                    f"order over {names}: non-dominated fronts, then crowding distance, then trial id "
+                    f"({'MO-ASHA' if sched.type == 'asha' else 'as MO-ASHA'}, NSGA-II's selection)"
                 )
             if sched.time_unit == "value":
                 how += f"; a {sched.time_unit} is one value of {s.metric.name} logged, as W&B's hyperband counts"

@@ -297,7 +297,7 @@ class SweepResults:
         changes = _changes(family, [p.name for p in spec.parameters])
         if changes:  # PBT changed the values the best trial's weights were trained with: replay them
             scheduler = {"type": "pbt_replay", "max_t": spec.scheduler.max_t, "schedule": changes}
-        objectives = [name for name, _ in objectives_of(self._extra)] or [self.metric]
+        objectives = [name for name, _ in objectives_of(self._extra)] or [self.metric or ""]
         scores = ", ".join(f"{name} {best.metrics.get(name)!r}" for name in objectives if name)
         which = (
             "the best trial"

@@ -12,7 +12,9 @@ reach the rung (each is judged alone). :class:`WaitingHyperBand`:
   out of the concurrency cap, so the rest of the bracket can start) and Ray halves a bracket that can
   no longer fill once no trial is left running;
 - keeps the bracket order of the scheduler it stands for: HyperBand-for-BOHB the most aggressive
-  bracket first, HyperBand the bracket without early stopping first.
+  bracket first, HyperBand the bracket without early stopping first;
+- over several objectives, halves a bracket by Pareto order (:class:`ParetoBracket`), as MO-ASHA ranks
+  a rung: the bracket keeps as many trials as with one objective, the first of the order.
 
 Tune saves its searcher with the experiment but not its scheduler, and adds a restored experiment's
 trials back newest first: a resumed sweep would get fresh brackets, filled in the wrong order, holding
@@ -24,7 +26,7 @@ decisions after the resume are the ones it would have made without the crash.
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler, TrialScheduler
@@ -33,6 +35,7 @@ from ray.tune.schedulers.hyperband import _Bracket
 from tune_service.experiment.layout import TIME_ATTR
 from tune_service.ray_internals import private
 from tune_service.search.asha import non_finite
+from tune_service.search.pareto import pareto_order
 
 _ENDED = (Trial.TERMINATED, Trial.ERROR)
 
@@ -52,12 +55,41 @@ class FillOnceBracket(_Bracket):
         return self.added >= self._n0
 
 
-class WaitingHyperBand(HyperBandForBOHB):
-    """Synchronous HyperBand (``bohb``: HyperBand-for-BOHB) for trials added a few at a time."""
+class ParetoBracket(FillOnceBracket):
+    """A bracket that halves by Pareto order over ``objectives`` (:func:`~tune_service.search.pareto.pareto_order`:
+    non-dominated fronts, then crowding distance, then trial id), keeping as many trials as Ray's halving
+    by one metric keeps. The order depends on the trials' values alone, not on the order they were added,
+    so a bracket replayed after a crash (:func:`replay_bracket`) halves as it did."""
 
-    def __init__(self, bohb: bool, **hyperband_args: Any):
+    def __init__(self, objectives: Sequence[tuple[str, str]], *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.objectives = tuple(objectives)
+
+    def successive_halving(self, metric: str, metric_op: float) -> tuple[list[Trial], list[Trial]]:
+        good, bad = super().successive_halving(metric, metric_op)  # Ray's bookkeeping and how many stay
+        if not bad:
+            return good, bad
+        live = sorted(private(self, "_live_trials"), key=lambda t: t.trial_id)
+        values = [tuple(float(private(self, "_live_trials")[t][name]) for name, _ in self.objectives) for t in live]
+        kept = {live[i] for i in pareto_order(values, [mode for _, mode in self.objectives])[: len(good)]}
+        return [t for t in live if t in kept], [t for t in live if t not in kept]
+
+
+class WaitingHyperBand(HyperBandForBOHB):
+    """Synchronous HyperBand (``bohb``: HyperBand-for-BOHB) for trials added a few at a time; over several
+    ``objectives`` (``(name, mode)`` each; Tune's metric is the first), its brackets halve by Pareto order."""
+
+    def __init__(self, bohb: bool, objectives: Sequence[tuple[str, str]] = (), **hyperband_args: Any):
+        if len(objectives) == 1 or any(mode not in ("min", "max") for _, mode in objectives):
+            raise ValueError(f"HyperBand over objectives needs two or more, each min or max, got {objectives!r}")
         super().__init__(**hyperband_args)
         self.bohb = bohb
+        self.objectives = tuple(objectives)
+
+    @property
+    def judged_metrics(self) -> tuple[str, ...]:
+        """The metrics a result is judged by: every objective, or Tune's one metric."""
+        return tuple(name for name, _ in self.objectives) or (str(self._metric),)
 
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         if self.bohb:
@@ -66,7 +98,7 @@ class WaitingHyperBand(HyperBandForBOHB):
             HyperBandScheduler.on_trial_add(self, tune_controller, trial)
 
     def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
-        if non_finite(result.get(self._metric)):
+        if any(non_finite(result.get(name)) for name in self.judged_metrics):
             return TrialScheduler.STOP  # never in the bracket: Tune then removes the trial from it
         return super().on_trial_result(tune_controller, trial, result)
 
@@ -79,6 +111,17 @@ class WaitingHyperBand(HyperBandForBOHB):
         return action
 
     def _create_bracket(self, s: int) -> FillOnceBracket:
+        if self.objectives:
+            return ParetoBracket(
+                self.objectives,
+                time_attr=self._time_attr,
+                max_trials=self._get_n0(s),
+                init_t_attr=self._get_r0(s),
+                max_t_attr=self._max_t_attr,
+                eta=self._eta,
+                s=s,
+                stop_last_trials=self._stop_last_trials,
+            )
         return FillOnceBracket(
             time_attr=self._time_attr,
             max_trials=self._get_n0(s),
@@ -101,7 +144,7 @@ class ResumedHyperBand(WaitingHyperBand):
     """
 
     def __init__(self, recorded: Mapping[str, Any], bohb: bool, **hyperband_args: Any):
-        super().__init__(bohb, **hyperband_args)
+        super().__init__(bohb, **hyperband_args)  # objectives among them
         self._recorded = dict(recorded)
         self._held: list[Trial] | None = []  # None once the brackets are rebuilt
 
@@ -133,7 +176,15 @@ class ResumedHyperBand(WaitingHyperBand):
         for bracket in brackets.values():
             # set: Ray's HyperBand takes no trial before its metric and mode
             assert self._metric is not None and self._metric_op is not None
-            replay_bracket(bracket, self._recorded, self._metric, self._metric_op, self._max_t_attr, self._time_attr)
+            replay_bracket(
+                bracket,
+                self._recorded,
+                self._metric,
+                self._metric_op,
+                self._max_t_attr,
+                self._time_attr,
+                judged=self.judged_metrics,
+            )
         # A trial halved out just before the crash, whose stop the saved state had not caught up with:
         # it would wait, pending, for a bracket that no longer holds it.
         for trial in held:
@@ -163,8 +214,10 @@ def replay_bracket(
     metric_op: float,
     max_t: int,
     time_attr: str = TIME_ATTR,
+    judged: Sequence[str] = (),
 ) -> None:
     """Bring ``bracket``, freshly filled with its restored trials, to the state it had when the driver died.
+    ``judged``: the metrics a non-finite value of stops a trial (every objective; default ``metric``).
 
     Each halving the recorded results show to have happened is made again (the same trials compared at
     the same milestone: the result the bracket held of each when it halved), and the trials that had
@@ -172,7 +225,7 @@ def replay_bracket(
     before its checkpoint: its results from the checkpoint on are delivered again.
     """
     results = {
-        t: _finite_prefix(recorded[t.trial_id].results, metric) if t.trial_id in recorded else ()
+        t: _finite_prefix(recorded[t.trial_id].results, tuple(judged) or (metric,)) if t.trial_id in recorded else ()
         for t in bracket.current_trials()
     }
 
@@ -203,10 +256,10 @@ def replay_bracket(
             private(bracket, "_live_trials")[trial] = again[-1] if again else None
 
 
-def _finite_prefix(results: tuple, metric: str) -> tuple:
-    """The results before the first non-finite value of ``metric``, where its trial was stopped and left
-    its bracket (:meth:`WaitingHyperBand.on_trial_result`)."""
-    end = next((i for i, r in enumerate(results) if non_finite(r.get(metric))), len(results))
+def _finite_prefix(results: tuple, metrics: Sequence[str]) -> tuple:
+    """The results before the first non-finite value of any of ``metrics``, where its trial was stopped
+    and left its bracket (:meth:`WaitingHyperBand.on_trial_result`)."""
+    end = next((i for i, r in enumerate(results) if any(non_finite(r.get(m)) for m in metrics)), len(results))
     return tuple(results[:end])
 
 

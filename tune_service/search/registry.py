@@ -77,8 +77,9 @@ def build_scheduler(
     takes_turns: bool = False,
     population_history: PopulationHistory | None = None,
 ) -> Any:
-    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb; ASHA
-    over several objectives, :class:`~tune_service.search.pareto_asha.ParetoASHA`, when the sweep has them).
+    """The trial scheduler named by ``scheduler.type`` (HyperBand-for-BOHB when ``method`` is bohb). Over
+    several objectives, ASHA is :class:`~tune_service.search.pareto_asha.ParetoASHA` and HyperBand's
+    brackets halve by Pareto order (:class:`~tune_service.search.hyperband.ParetoBracket`).
 
     ``recorded``: for a resumed sweep, what its trials reported (:func:`tune_service.search.replay.read_recorded`);
     ASHA's rungs and HyperBand's brackets are rebuilt from it (:mod:`tune_service.search.hyperband`).
@@ -123,7 +124,11 @@ def build_scheduler(
     from tune_service.search.hyperband import ResumedHyperBand, WaitingHyperBand
 
     hyperband_args: dict[str, Any] = dict(
-        bohb=spec.searcher == "bohb", time_attr=s.time_attr, max_t=s.max_t, reduction_factor=s.reduction_factor
+        bohb=spec.searcher == "bohb",
+        objectives=[(o.name, o.mode) for o in spec.objectives if o.name and o.mode] if spec.multi_objective else (),
+        time_attr=s.time_attr,
+        max_t=s.max_t,
+        reduction_factor=s.reduction_factor,
     )
     if recorded is not None:
         return ResumedHyperBand(recorded, **hyperband_args)

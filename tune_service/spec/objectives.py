@@ -10,8 +10,9 @@ are refused with the others named, never given a weighted sum in secret.
 
 Several objectives and early stopping: ASHA compares the trials at a rung by Pareto order (MO-ASHA,
 :mod:`~tune_service.search.pareto_asha`), and is the default for a task's sweep as with one objective;
-FIFO runs every trial to its budget. HyperBand and the populations (PBT, PB2) need one order of the
-trials, and are refused in one line.
+HyperBand halves its brackets by the same order (:class:`~tune_service.search.hyperband.ParetoBracket`);
+FIFO runs every trial to its budget. The populations (PBT, PB2) copy the best trials' weights into the
+worst, which needs one order of the trials, and are refused in one line.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ MIN_OBJECTIVES, MAX_OBJECTIVES = 2, 4
 #: runs it too), and random and grid search, which model nothing.
 MULTI_OBJECTIVE_METHODS = ("optuna", "random", "grid")
 #: The schedulers a sweep of several objectives may use.
-MULTI_OBJECTIVE_SCHEDULERS = ("asha", "fifo")
+MULTI_OBJECTIVE_SCHEDULERS = ("asha", "hyperband", "fifo")
 
 
 def read_metric(check: Checker, raw: Any, path: str = "metric") -> MetricSpec:
@@ -90,8 +91,8 @@ def check_scheduler(check: Checker, kind: str) -> None:
     if kind not in MULTI_OBJECTIVE_SCHEDULERS:
         check.fail(
             "scheduler.type",
-            f"{kind} compares trials by one objective; with several objectives use asha (it compares them "
-            f"by Pareto order) or fifo, got {kind!r}",
+            f"{kind} compares trials by one objective; with several objectives use asha or hyperband (they "
+            f"compare them by Pareto order) or fifo, got {kind!r}",
         )
 
 

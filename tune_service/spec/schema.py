@@ -242,9 +242,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hyperopt (the same), bohb (BOHB, run with HyperBand-for-BOHB), optuna (Optuna's TPE, the "
     "`optuna` extra) or custom (W&B's method for a search its scheduler engine runs: Optuna's TPE here).",
     "metric": "What the sweep optimises: a metric that every epoch reports, and which way is better.",
-    "metrics": "W&B's several objectives, instead of metric: 2 to 4 entries, each as metric is written; every "
-    "trial runs its budget (scheduler fifo) and the results show the Pareto front. Methods custom, optuna "
-    "(Optuna's multi-objective TPE), random and grid.",
+    "metrics": "W&B's several objectives, instead of metric: 2 to 4 entries, each as metric is written; the "
+    "results show the Pareto front. Methods custom, optuna (Optuna's multi-objective TPE or NSGA-II), random "
+    "and grid; schedulers asha and hyperband (compare trials by Pareto order) and fifo.",
     "constraints": "Bounds on reported metrics, each {name, min, max} (a bound or both): a trial whose last "
     "report breaks one is infeasible, never the best or on the Pareto front, and Optuna's samplers are told "
     "each trial's violations, as Optuna's constraints say.",

@@ -171,4 +171,4 @@ def test_a_resumed_hyperband_leaves_a_recorded_non_finite_value_out_of_its_brack
     from tune_service.search.hyperband import _finite_prefix
 
     results = ({"epoch": 1, "score": 0.5}, {"epoch": 2, "score": float("nan")}, {"epoch": 3, "score": 0.9})
-    assert _finite_prefix(results, "score") == results[:1]
+    assert _finite_prefix(results, ("score",)) == results[:1]

@@ -86,13 +86,14 @@ def test_searchers_that_take_one_objective_are_refused_naming_those_that_take_se
         load_spec(doc)
 
 
-def test_hyperband_pbt_a_repeated_objective_a_fifth_and_a_warm_start_are_refused():
+def test_populations_a_repeated_objective_a_fifth_and_a_warm_start_are_refused():
     objectives = [{"name": "val_loss"}, {"name": "val_accuracy", "goal": "maximize"}]
     base = {"method": "optuna", "metrics": objectives, "parameters": {"lr": {"values": [0.1, 0.2]}}}
-    for kind in ("hyperband", "pbt"):
+    for kind in ("pbt", "pb2"):
         with pytest.raises(SpecError, match=f"^scheduler.type: {kind} compares trials by one objective; with "
-                                            "several objectives use asha .* or fifo"):
+                                            "several objectives use asha or hyperband .* or fifo"):
             load_spec({**base, "scheduler": {"type": kind}})
+    assert load_spec({**base, "scheduler": {"type": "hyperband"}}).scheduler.type == "hyperband"
     with pytest.raises(SpecError, match=r"^metrics\[1\].name: names an objective twice"):
         load_spec({**base, "metrics": [objectives[0], objectives[0]]})
     with pytest.raises(SpecError, match="^metrics: must be a list of 2 to 4 objectives"):
