@@ -10,6 +10,7 @@
     python bench/run.py warm_start_quality  # warm-started sweeps against cold ones, 20 seeds paired (named only)
     python bench/run.py prior_quality  # sweeps with a good and a bad prior against none, 20 seeds (named only)
     python bench/run.py tabular_quality  # ours against Optuna and Syne Tune on HPO tables of real runs (named only)
+    python bench/run.py pareto_quality  # two objectives: ours against Optuna's MO TPE and Syne Tune's MOASHA (named only)
     python bench/run.py pbt_utilisation  # a PBT population of 16 trials x 20 epochs (named only: about 22 minutes)
     python bench/run.py scale_bookkeeping  # the driver's bookkeeping and reading a sweep, at 10,000 trials (named only)
     python bench/run.py --list
@@ -57,13 +58,14 @@ BENCHMARKS = {
     "warm_start_quality": "bench.search.warm_start_quality",
     "prior_quality": "bench.search.prior_quality",
     "tabular_quality": "bench.search.tabular_quality",
+    "pareto_quality": "bench.search.pareto_quality",
     "scale_bookkeeping": "bench.service.scale_bookkeeping",
     "trial_overhead": "bench.legacy",
     "train_overhead": "bench.legacy",
 }
 #: search_quality too: its 20 seeds of every contender take about a quarter of an hour of their own.
 NAMED_ONLY = ("search_quality", "search_quality_leaders", "bohb_reference", "trial_overhead", "train_overhead",
-              "pbt_utilisation", "warm_start_quality", "prior_quality", "tabular_quality", "scale_bookkeeping")
+              "pbt_utilisation", "warm_start_quality", "prior_quality", "tabular_quality", "scale_bookkeeping", "pareto_quality")
 
 
 def run_one(name: str, quick: bool) -> dict:

@@ -84,7 +84,7 @@ class TuneContender:
 
     def __init__(self, problem: Problem, method: str, scheduler: str, seed: int, max_t: int, budget_trials: int,
                  workers: int, hpbandster: bool = False, warm_start: str | None = None, run_cap: int | None = None,
-                 priors: dict[str, Any] | None = None):
+                 priors: dict[str, Any] | None = None, objectives: tuple[str, ...] = ()):
         from ray.tune.schedulers import TrialScheduler
 
         from bench.search.known_optimum import sweep_spec
@@ -93,7 +93,9 @@ class TuneContender:
         from tune_service.spec import load_spec
 
         spec = sweep_spec(problem.name, method, scheduler != "fifo", seed, {"max_t": max_t, "budget": budget_trials},
-                          problem.bounds, scheduler)
+                          problem.bounds, scheduler, objectives)
+        #: What a trial reports: ``value``, or one value per objective (all minimised).
+        self.reported = objectives or ("value",)
         overrides = {k: v for k, v in {"warm_start": warm_start, "run_cap": run_cap, "priors": priors}.items()
                      if v is not None}
         if overrides:  # a warm start is read below as a sweep's plan reads it
@@ -104,9 +106,9 @@ class TuneContender:
 
             self.searcher = hpbandster_bohb(spec)
         self.scheduler = registry.build_scheduler(spec)
-        self.searcher.set_search_properties("value", "min", {})
+        self.searcher.set_search_properties(self.reported[0], "min", {})  # several objectives: set already
         self.searcher.set_max_concurrency(workers)  # as the sweep's max_concurrent_trials
-        self.scheduler.set_search_properties("value", "min")
+        self.scheduler.set_search_properties(self.reported[0], "min")  # Tune's metric: the first objective
         self.time_attr = spec.scheduler.time_attr
         self.decisions = {TrialScheduler.CONTINUE: True, TrialScheduler.STOP: False, TrialScheduler.PAUSE: PAUSE}
         self.started = 0
@@ -143,8 +145,9 @@ class TuneContender:
         self.scheduler.on_trial_add(self.controller, trial)
         return True
 
-    def _result(self, epoch: int, value: float) -> dict[str, Any]:
-        return {"value": value, "epoch": epoch, "training_iteration": epoch, self.time_attr: epoch}
+    def _result(self, epoch: int, value: Any) -> dict[str, Any]:
+        values = dict(zip(self.reported, value, strict=True)) if len(self.reported) > 1 else {"value": value}
+        return {**values, "epoch": epoch, "training_iteration": epoch, self.time_attr: epoch}
 
     def report(self, trial_id: str, epoch: int, value: float) -> bool | str:
         from ray.tune.experiment import Trial

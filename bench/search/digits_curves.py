@@ -33,20 +33,34 @@ GRID = {
 CHANCE_LOSS = math.log(10)
 
 
-@functools.cache
 def curves(max_t: int) -> np.ndarray:
     """The validation loss of every grid point after each epoch: shape (7, 5, 5, max_t)."""
+    return _tables(max_t)[0]
+
+
+def accuracy_curves(max_t: int) -> np.ndarray:
+    """The validation accuracy of every grid point after each epoch, as :func:`curves` (a run whose loss is
+    not finite counts as a uniform guess, 0.1)."""
+    return _tables(max_t)[1]
+
+
+@functools.cache
+def _tables(max_t: int) -> tuple[np.ndarray, np.ndarray]:
+    """The loss and accuracy tables, trained once per process."""
     from bench.workloads import DigitsRun
 
-    table = np.empty([len(values) for values in GRID.values()] + [max_t])
-    for index in np.ndindex(*table.shape[:-1]):
+    loss_table = np.empty([len(values) for values in GRID.values()] + [max_t])
+    accuracy_table = np.empty_like(loss_table)
+    for index in np.ndindex(*loss_table.shape[:-1]):
         exponents = [values[i] for values, i in zip(GRID.values(), index)]
         run = DigitsRun({"lr": 10 ** exponents[0], "hidden": round(2 ** exponents[1]),
                          "batch_size": round(2 ** exponents[2])}, seed=0)
         for epoch in range(max_t):
-            loss = run.train_epoch()["val_loss"]
-            table[index + (epoch,)] = loss if math.isfinite(loss) else CHANCE_LOSS
-    return table
+            reported = run.train_epoch()
+            finite = math.isfinite(reported["val_loss"])
+            loss_table[index + (epoch,)] = reported["val_loss"] if finite else CHANCE_LOSS
+            accuracy_table[index + (epoch,)] = reported["val_accuracy"] if finite else 0.1
+    return loss_table, accuracy_table
 
 
 def nearest(config: dict[str, float]) -> tuple[int, ...]:

@@ -48,11 +48,13 @@ KNOWN = ("branin", "hartmann6")
 
 
 def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[str, Any],
-               bounds: dict[str, tuple[float, float]] | None = None, scheduler_type: str | None = None):
+               bounds: dict[str, tuple[float, float]] | None = None, scheduler_type: str | None = None,
+               objectives: tuple[str, ...] = ()):
     """The spec of a sweep of ``function`` with ``method``, with as many trials as ``size``'s budget fits
     (a sweep without early stopping: the budget in full trials); its parameters ``bounds``, by default
     those of ``bench.search.functions.FUNCTIONS[function]``; early stopping by ``scheduler_type``, by default
-    HyperBand for BOHB and ASHA for the others."""
+    HyperBand for BOHB and ASHA for the others. It minimises ``value``, or with ``objectives`` each of them
+    (``metrics:``)."""
     from bench.search.functions import FUNCTIONS
     from tune_service.search.schedule import expected_schedule
     from tune_service.spec import load_spec
@@ -63,7 +65,8 @@ def sweep_spec(function: str, method: str, early: bool, seed: int, size: dict[st
     if scheduler["type"] == "asha":
         scheduler["grace_period"] = 1
     raw = {"name": function, "method": method, "seed": seed, "run_cap": size["budget"],
-           "metric": {"name": "value", "goal": "minimize"},
+           **({"metrics": [{"name": name, "goal": "minimize"} for name in objectives]} if objectives
+              else {"metric": {"name": "value", "goal": "minimize"}}),
            "parameters": {name: {"min": low, "max": high} for name, (low, high) in bounds.items()},
            "scheduler": scheduler if method != "bohb" or early else {"type": "hyperband", "max_t": size["max_t"]}}
     spec = load_spec(raw)

@@ -13,7 +13,8 @@ is halved); a trial that reaches ``max_t`` completes. Free workers take new tria
 ones where they stopped, before the next tick. The run ends when ``budget`` trial-epochs are spent, or
 when the contender has nothing more to start and nothing runs. After every epoch the incumbent is the
 best configuration at the highest fidelity reached so far (as HpBandSter picks it), and its simple
-regret is ``f(incumbent, 1) - f*``: the anytime curve.
+regret is ``f(incumbent, 1) - f*``: the anytime curve. A problem of several objectives brings its own
+rule for the regret (an :class:`Anytime`: :mod:`bench.search.pareto_quality`'s hypervolume regret).
 """
 
 from __future__ import annotations
@@ -52,6 +53,27 @@ class Problem:
     minimum: float
 
 
+class Anytime(Protocol):
+    """What the anytime curve records after each trial-epoch."""
+
+    def regret(self, trial_id: Any, config: dict[str, float], epoch: int, value: Any) -> float:
+        """The regret once the trial's report of ``value`` after ``epoch`` epochs is in."""
+
+
+class BestIncumbent:
+    """One objective: the simple regret of the best configuration at the highest fidelity reached so far,
+    at full fidelity (the module's docstring)."""
+
+    def __init__(self, problem: Problem, max_t: int):
+        self.problem, self.max_t = problem, max_t
+        self.top_epoch, self.incumbent, self.incumbent_value = 0, None, float("inf")
+
+    def regret(self, trial_id: Any, config: dict[str, float], epoch: int, value: Any) -> float:
+        if epoch > self.top_epoch or (epoch == self.top_epoch and value < self.incumbent_value):
+            self.top_epoch, self.incumbent, self.incumbent_value = epoch, config, value
+        return self.problem.f(self.incumbent, 1.0) - self.problem.minimum
+
+
 @dataclass
 class Curve:
     """The incumbent's simple regret after each trial-epoch spent (index 0: after the first)."""
@@ -68,11 +90,13 @@ class Curve:
         return sum(self.at(spent) for spent in range(1, budget + 1)) / budget
 
 
-def simulate(problem: Problem, contender: Contender, *, workers: int, budget: int, max_t: int) -> Curve:
-    """Run the contender on the problem until ``budget`` trial-epochs are spent; its anytime curve."""
+def simulate(problem: Any, contender: Contender, *, workers: int, budget: int, max_t: int,
+             anytime: Anytime | None = None) -> Curve:
+    """Run the contender on the problem until ``budget`` trial-epochs are spent; its anytime curve (by
+    ``anytime``'s rule; by default :class:`BestIncumbent`'s)."""
+    anytime = anytime or BestIncumbent(problem, max_t)
     running: dict[Any, tuple[dict[str, float], int]] = {}
     paused: dict[Any, tuple[dict[str, float], int]] = {}
-    top_epoch, incumbent, incumbent_value = 0, None, float("inf")
     regret: list[float] = []
     trials = 0
     while len(regret) < budget:
@@ -95,9 +119,7 @@ def simulate(problem: Problem, contender: Contender, *, workers: int, budget: in
             config, epoch = running[trial_id]
             epoch += 1
             value = problem.f(config, epoch / max_t)
-            if epoch > top_epoch or (epoch == top_epoch and value < incumbent_value):
-                top_epoch, incumbent, incumbent_value = epoch, config, value
-            regret.append(problem.f(incumbent, 1.0) - problem.minimum)
+            regret.append(anytime.regret(trial_id, config, epoch, value))
             decision = contender.report(trial_id, epoch, value)
             if decision == PAUSE and epoch < max_t:
                 del running[trial_id]

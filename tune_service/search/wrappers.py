@@ -248,8 +248,13 @@ class FidelityCorrected(SearcherWrapper):
       told as pruned, as Optuna's own pruners end a trial: Optuna's TPE ranks pruned trials after every
       completed one, by how far they got and then by their last value.
 
-    A searcher that models fidelities itself (BOHB), or one under FIFO, gets no budget. ``more_metrics``:
-    the other objectives of a sweep with several; a trial is a failed point unless each is finite too.
+    ``more_objectives``: ``(name, mode)`` of the other objectives of a sweep with several; a trial is a
+    failed point unless each is finite too. Optuna takes no intermediate value in a study of several
+    objectives (Ray's ``OptunaSearch`` drops them), and its TPE then ranks every pruned trial alike, so a
+    stopped trial could fill its good group by chance: with several objectives a stopped trial is heard
+    ``as_worst_completed`` whatever ``stopped`` says, objective by objective, which every trial that ran
+    its budget then dominates (weakly). A searcher that models fidelities itself (BOHB), or one under
+    FIFO, gets no budget.
     """
 
     def __init__(
@@ -259,60 +264,78 @@ class FidelityCorrected(SearcherWrapper):
         mode: str | None,
         budget: tuple[str, float] | None = None,
         stopped: str = "as_worst_completed",
-        more_metrics: Sequence[str] = (),
+        more_objectives: Sequence[tuple[str, str]] = (),
     ):
         super().__init__(inner, metric, mode)
         if stopped not in _STOPPED_HEARD:
             raise ValueError(f"stopped: {stopped!r}, not one of {_STOPPED_HEARD}")
         self.budget = budget
         self.stopped = stopped
-        self.more_metrics = tuple(more_metrics)
-        #: The worst value of the trials that ran their whole budget (None until one has).
-        self.worst_completed: float | None = None
+        self.more_objectives = tuple(more_objectives)
+        #: Each objective's worst value among the trials that ran their whole budget (none until one has).
+        self.worst_completed: dict[str, float] = {}
+
+    @property
+    def objectives(self) -> tuple[tuple[str, str], ...]:
+        """``(name, mode)`` of every objective, the metric first (none while the metric is unknown)."""
+        if self.metric is None or self.mode is None:
+            return ()
+        return ((self.metric, self.mode), *self.more_objectives)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        objectives = (self.metric, *self.more_metrics) if self.metric is not None else ()
-        if result and any(non_finite(result.get(name)) for name in objectives):
+        if result and any(non_finite(result.get(name)) for name, _ in self.objectives):
             result, error = None, True  # a diverged trial: a failed point to the model, never a value
         if result and not error:
             whole = self._ran_whole_budget(result)
-            if whole is False and self.stopped == "as_pruned":
+            if whole is False and self.stopped == "as_pruned" and not self.more_objectives:
                 self.inner.on_trial_result(trial_id, result)  # Tune gave the stopping result to the scheduler only
                 self.inner.on_trial_complete(trial_id, result=None)  # OptunaSearch: no value, no error: pruned
                 return
             if whole is False:
                 result = self._as_worst_completed(result)
             elif whole:
-                value = result[self.metric]
-                self.worst_completed = (
-                    value if self.worst_completed is None else self._worse(self.worst_completed, value)
-                )
+                for name, mode in self.objectives:
+                    value = result[name]
+                    worst = self.worst_completed.get(name)
+                    self.worst_completed[name] = value if worst is None else _worse(worst, value, mode)
         # A failed trial's last result is not its outcome (Ray's OptunaSearch would tell it as complete).
         self.inner.on_trial_complete(trial_id, result=None if error else result, error=error)
 
     def _ran_whole_budget(self, result: dict) -> bool | None:
         """Whether a finished trial ran its whole budget (False: a scheduler stopped it short); None
-        without a budget or without a value of the metric."""
-        if self.budget is None or not isinstance(result.get(self.metric), (int, float)):
+        without a budget or without a value of every objective."""
+        if self.budget is None or not self.objectives:
+            return None
+        if not all(isinstance(result.get(name), (int, float)) for name, _ in self.objectives):
             return None
         time_attr, max_t = self.budget
         return result.get(time_attr, max_t) >= max_t
 
     def _as_worst_completed(self, result: dict) -> dict:
-        """A stopped trial's result, its value no better than the worst trial that ran its whole budget."""
-        if self.worst_completed is None:
-            return result
-        return {**result, self.metric: self._worse(result[self.metric], self.worst_completed)}
-
-    def _worse(self, a: float, b: float) -> float:
-        """The worse of two values of the metric, by the sweep's mode."""
-        return max(a, b) if self.mode == "min" else min(a, b)
+        """A stopped trial's result, each objective's value no better than the worst trial that ran its
+        whole budget (as it is, while none has)."""
+        return {
+            **result,
+            **{
+                name: _worse(result[name], self.worst_completed[name], mode)
+                for name, mode in self.objectives
+                if name in self.worst_completed
+            },
+        }
 
     def own_state(self) -> Any:
-        return self.worst_completed
+        return dict(self.worst_completed)
 
     def restore_own_state(self, state: Any) -> None:
-        self.worst_completed = state
+        if state is None or isinstance(state, (int, float)):  # saved before several objectives: the metric's
+            self.worst_completed = {} if state is None or self.metric is None else {self.metric: float(state)}
+        else:
+            self.worst_completed = dict(state)
+
+
+def _worse(a: float, b: float, mode: str) -> float:
+    """The worse of two values of an objective with ``mode``."""
+    return max(a, b) if mode == "min" else min(a, b)
 
 
 def trial_configs(
@@ -329,8 +352,8 @@ def trial_configs(
     """The stack every sweep's searcher runs under (the module's docstring), around ``model``.
     ``more_objectives``: a sweep's objectives after the first (``metric``), when it has several;
     ``constraints``: the spec's, held for Optuna's samplers while a trial is told (no layer without)."""
-    more_metrics = [o.name for o in more_objectives if o.name is not None]
-    corrected: SearcherWrapper = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped, more_metrics)
+    more = [(o.name, o.mode) for o in more_objectives if o.name is not None and o.mode is not None]
+    corrected: SearcherWrapper = FidelityCorrected(Decoded(model, decoder), metric, mode, budget, stopped, more)
     if constraints:
         corrected = Constrained(corrected, constraints)
     more_targets = [(o.name, o.mode, o.target) for o in more_objectives if o.name and o.mode and o.target is not None]

@@ -71,3 +71,19 @@ def test_optuna_is_told_each_trials_violations_and_goes_on_so_after_a_restore(sa
     told = [list(t.system_attrs["constraints"]) for t in innermost(restored)._ot_study.get_trials(deepcopy=False)]
     # latency i/2 against 2.0; memory 3.0 against 1.0 on odd trials, missing (infinitely short) on even ones
     assert told == [[i / 2 - 2.0, -2.0 if i % 2 else math.inf] for i in range(8)]
+
+
+def test_a_trial_asha_stopped_is_told_as_complete_no_better_than_the_worst_that_ran_its_budget():
+    """Optuna takes no intermediate value with several objectives, and its TPE ranks pruned trials alike:
+    told as pruned, a stopped trial could fill TPE's good group by chance. It is told complete instead,
+    each objective no better than the worst completed trial's (which dominates it)."""
+    built = searcher(scheduler={"type": "asha", "max_t": 3, "grace_period": 1})
+    study = innermost(built)._ot_study
+    for trial_id in ("a", "b", "c"):
+        built.suggest(trial_id)
+    built.on_trial_complete("a", {"val_loss": 0.4, "n_params": 100, "epoch": 3})  # its whole budget
+    built.on_trial_complete("b", {"val_loss": 0.2, "n_params": 900, "epoch": 3})
+    built.on_trial_complete("c", {"val_loss": 0.1, "n_params": 50, "epoch": 1})  # stopped at the first rung
+    a, b, c = study.get_trials(deepcopy=False)
+    assert [t.state for t in (a, b, c)] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert (a.values, b.values, c.values) == ([0.4, 100], [0.2, 900], [0.4, 900])

@@ -122,7 +122,7 @@ def test_every_part_of_the_searcher_stack_saves_and_restores_its_own_state_exact
                 layer_of(stack, StopAtTarget).target_reached_by)
 
     # Random search hears results as they are (no budget to correct for): no worst completed value kept.
-    assert parts(searcher) == ({"b", "c"}, None if method == "random" else 0.9, "b")
+    assert parts(searcher) == ({"b", "c"}, {} if method == "random" else {METRIC: 0.9}, "b")
     searcher.save(str(tmp_path / "searcher.pkl"))
     restored, _ = registry.build_searcher(spec)
     restored.set_search_properties(METRIC, "min", {})

@@ -183,7 +183,7 @@ def test_a_trial_whose_metric_is_not_finite_is_a_failed_point_to_the_searcher_ne
         searcher.suggest(trial_id)
     searcher.on_trial_complete("a", {"val_loss": float("nan"), "epoch": 9})
     searcher.on_trial_complete("b", {"val_loss": 0.5, "epoch": 9})
-    assert errors == ["a"] and heard == {"b": 0.5} and layer_of(searcher, FidelityCorrected).worst_completed == 0.5
+    assert errors == ["a"] and heard == {"b": 0.5} and layer_of(searcher, FidelityCorrected).worst_completed == {"val_loss": 0.5}
 
 
 def test_optunas_tpe_is_built_with_its_settings_stated_not_left_to_the_installed_major():
