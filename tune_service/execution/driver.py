@@ -225,11 +225,6 @@ def build_tuner(
     return TunerRecipe(tune.with_resources(run_trial, resources), {}, tune_config, run_config)
 
 
-def _objectives(spec: SweepSpec) -> list[tuple[str, str]]:
-    """The sweep's objectives as the results name them, ``(name, mode)``."""
-    return [(o.name, o.mode) for o in spec.metrics if o.name is not None and o.mode is not None]
-
-
 def _checkpoints_kept(spec: SweepSpec, warm_gangs: bool) -> Any:
     """Tune's checkpoint config: on warm gangs the newest two (the newest is all a resumed trial needs; one
     more survives a cut-off copy), except under PBT, which keeps every one: a paused trial may exploit
@@ -436,7 +431,7 @@ def _execute(
             previous=previous,
             time_unit=spec.scheduler.time_unit,
             lineages=population_history.lineages() if population_history else None,
-            objectives=_objectives(spec),
+            objectives=spec.objective_modes,
             constraints=spec.constraints,
         )
         progress.start()
@@ -511,7 +506,7 @@ def _execute(
             spec.scheduler.max_t,
             unfinished=cut,
             time_unit=spec.scheduler.time_unit,
-            objectives=_objectives(spec),
+            objectives=spec.objective_modes,
             constraints=spec.constraints,
         )
         outcome = with_lineage(outcome, progress.exploited)  # PBT's exploits, which only the progress saw

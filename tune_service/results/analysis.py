@@ -132,8 +132,7 @@ class SweepResults:
             self._extra = dict(summary.extra)
         else:
             self.metric, self.mode = self.spec.metric.name, self.spec.metric.mode
-            objectives = [(o.name, o.mode) for o in self.spec.metrics if o.name and o.mode]
-            self._extra = ranking_entry(objectives, self.spec.constraints)
+            self._extra = ranking_entry(self.spec.objective_modes, self.spec.constraints)
         #: True when ``summary.json`` is absent or was written while the sweep ran.
         self.partial: bool = summary is None or bool(summary.extra.get(IN_PROGRESS_KEY))
         records = list(summary.trials) if summary is not None else []

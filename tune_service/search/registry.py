@@ -104,7 +104,7 @@ def build_scheduler(
         from tune_service.search.pareto_asha import ParetoASHA
 
         return ParetoASHA(
-            [(o.name, o.mode) for o in spec.objectives if o.name and o.mode],
+            spec.objective_modes,
             time_attr=s.time_attr,
             max_t=s.max_t,
             grace_period=s.grace_period,
@@ -125,7 +125,7 @@ def build_scheduler(
 
     hyperband_args: dict[str, Any] = dict(
         bohb=spec.searcher == "bohb",
-        objectives=[(o.name, o.mode) for o in spec.objectives if o.name and o.mode] if spec.multi_objective else (),
+        objectives=spec.objective_modes if spec.multi_objective else (),
         time_attr=s.time_attr,
         max_t=s.max_t,
         reduction_factor=s.reduction_factor,

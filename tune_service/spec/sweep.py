@@ -318,6 +318,11 @@ class SweepSpec:
         return (self.metric,) if self.metric.declared else ()
 
     @property
+    def objective_modes(self) -> list[tuple[str, str]]:
+        """``(name, mode)`` of every objective (:attr:`metrics`), as the schedulers and results take them."""
+        return [(o.name, o.mode) for o in self.metrics if o.name is not None and o.mode is not None]
+
+    @property
     def searcher(self) -> str:
         """The search algorithm's canonical name (``bayes`` is hyperopt TPE)."""
         return "hyperopt" if self.method == "bayes" else self.method
