@@ -58,13 +58,33 @@ def _losses(points: Sequence[Point], modes: Sequence[str]) -> np.ndarray:
 
 def _peel(losses: np.ndarray, remaining: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The indices among ``remaining`` that no other of them dominates, and the rest, each in order:
-    compared with numpy a block of rows at a time (a sweep's thousands of trials take a blink)."""
+    compared with numpy a block of rows at a time (a sweep's thousands of trials take a blink), or for two
+    finite objectives by one sort (:func:`_dominated_2d`: ten thousand trials in milliseconds)."""
     rows = losses[remaining]
+    if rows.shape[1] == 2 and np.isfinite(rows).all():
+        dominated = _dominated_2d(rows)
+        return remaining[~dominated], remaining[dominated]
     dominated = np.zeros(len(rows), dtype=bool)
     for start in range(0, len(rows), _CHUNK):
         block = rows[start : start + _CHUNK, None, :]
         dominated |= ((block <= rows[None]).all(axis=2) & (block < rows[None]).any(axis=2)).any(axis=0)
     return remaining[~dominated], remaining[dominated]
+
+
+def _dominated_2d(rows: np.ndarray) -> np.ndarray:
+    """Which rows (finite losses of two objectives) another row dominates, by one sort (Kung et al. 1975):
+    in order of the first loss, then the second, a row is undominated when its second loss is below every
+    row's with a smaller first loss, and is the least of the rows that share its first loss."""
+    order = np.lexsort((rows[:, 1], rows[:, 0]))
+    first, second = rows[order, 0], rows[order, 1]
+    starts = np.r_[True, first[1:] != first[:-1]]  # where each run of equal first losses begins
+    group = np.cumsum(starts) - 1
+    group_least = second[starts]  # the run's least second loss: its first row, by the sort
+    before = np.r_[np.inf, np.minimum.accumulate(group_least)[:-1]]  # least over the runs before
+    undominated = (second < before[group]) & (second == group_least[group])
+    dominated = np.empty(len(rows), dtype=bool)
+    dominated[order] = ~undominated
+    return dominated
 
 
 def crowding_distances(points: Sequence[Point]) -> list[float]:

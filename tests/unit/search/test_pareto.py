@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import optuna
 import pytest
 
@@ -63,3 +64,19 @@ def test_the_order_is_by_front_then_by_crowding_then_by_arrival():
     assert distances[0] == pytest.approx((1.5 - 0) / 4 + (4 - 1.8) / 4)
     assert distances[5] == pytest.approx((3 - 1) / 4 + (2 - 1) / 4)
     assert pareto_order(points, ("min", "min")) == [2, 4, 3, 0, 5, 1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_objectives_sorted_give_the_fronts_of_the_pairwise_comparison(seed):
+    """The one-sort peel of two objectives against the pairwise one, on points with ties and repeats."""
+    from tune_service.search import pareto
+
+    rng = np.random.default_rng(seed)
+    points = [tuple(p) for p in rng.integers(0, 12, size=(400, 2)).astype(float)]
+    modes = ["min", "max"]
+    losses = pareto._losses(points, modes)
+    pairwise = np.zeros(len(points), dtype=bool)
+    for i, a in enumerate(losses):
+        pairwise[i] = any((b <= a).all() and (b < a).any() for b in losses)
+    assert (pareto._dominated_2d(losses) == pairwise).all()
+    assert fronts(points, modes) == fronts([(*p, 0.0) for p in points], [*modes, "min"])  # the general peel
