@@ -24,9 +24,13 @@ def loss(config: dict) -> float:
 
 
 def earlier_sweep(directory: Path, configs: list[dict], metric: str = METRIC, goal: str = "minimize",
-                  epochs: int = 2, failed: tuple[int, ...] = ()) -> Path:
-    """An experiment directory holding ``configs`` as finished trials of ``epochs`` epochs each."""
-    spec = {"name": "earlier", "method": "random", "metric": {"name": metric, "goal": goal},
+                  epochs: int = 2, failed: tuple[int, ...] = (), size: str | None = None) -> Path:
+    """An experiment directory holding ``configs`` as finished trials of ``epochs`` epochs each. ``size``:
+    a second objective (minimised, ``metrics:``), reported as the trial's ``hidden`` times 100."""
+    objective = {"metric": {"name": metric, "goal": goal}}
+    if size:
+        objective = {"metrics": [{"name": metric, "goal": goal}, {"name": size, "goal": "minimize"}]}
+    spec = {"name": "earlier", "method": "random", **objective,
             "parameters": {"lr": LR, "hidden": {"values": [16, 32, 64]}}}
     write_sweep_file(directory, spec, None)
     for index, config in enumerate(configs):
@@ -34,7 +38,8 @@ def earlier_sweep(directory: Path, configs: list[dict], metric: str = METRIC, go
         trial.mkdir()
         (trial / "params.json").write_text(json.dumps(config))
         rows = [{metric: loss(config) + (epochs - epoch) * 0.1, "epoch": epoch, "training_iteration": epoch,
-                 "trial_id": f"{index:08x}", "timestamp": 1_800_000_000 + index} for epoch in range(1, epochs + 1)]
+                 "trial_id": f"{index:08x}", "timestamp": 1_800_000_000 + index,
+                 **({size: config["hidden"] * 100} if size else {})} for epoch in range(1, epochs + 1)]
         (trial / "result.json").write_text("".join(json.dumps(row) + "\n" for row in rows))
         if index in failed:
             (trial / "error.txt").write_text("Traceback ...\nRuntimeError: boom\n")

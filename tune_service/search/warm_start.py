@@ -3,14 +3,15 @@
 :func:`read_warm_start` reads the earlier experiment (a directory, or a URI on remote storage, downloaded
 without its checkpoints) when the sweep is planned. The rules, which the dry-run states:
 
-- The two sweeps optimise the same metric in the same direction: a model learns only from values of
-  what it optimises.
+- The two sweeps optimise the same metric in the same direction (several objectives: the same ones, each
+  in the same direction, in any order): a model learns only from values of what it optimises.
 - Every parameter this sweep searches has values in the earlier trials (a new searched parameter is
   refused: the earlier trials say nothing about it). Parameters that only the earlier sweep had are
   dropped from its trials: the new sweep's trials run with the task's defaults for them.
 - An earlier trial is told when its values of this sweep's parameters are ones this sweep could suggest
   (inside the ranges, among the values, equal to the constants, by the rules of ``points_to_evaluate``),
-  and it reported a value of the metric without failing. The others are left out and counted.
+  and it reported a value of the metric (of every objective) without failing. The others are left out
+  and counted.
 
 :func:`tell` replays each told trial through the searcher's stack as if it had run in this sweep: the
 searcher suggests its config (given to it as its first known points, so the model records it as its
@@ -123,17 +124,29 @@ def _local_copy(source: str) -> Iterator[Path]:
 
 
 def _check_metric(spec: SweepSpec, earlier: dict[str, Any], source: str) -> None:
-    """Refuse an earlier sweep (its spec as written) that optimised another metric, or the other way."""
-    metric = earlier.get("metric")
-    if isinstance(metric, dict):
-        name, goal = metric.get("name"), metric.get("goal", MetricSpec.goal)
+    """Refuse an earlier sweep (its spec as written) that optimised other objectives, or the other way."""
+    if isinstance(earlier.get("metrics"), list):
+        theirs = {_name_and_goal(objective) for objective in earlier["metrics"]}
+    elif isinstance(earlier.get("metric"), dict):
+        theirs = {_name_and_goal(earlier["metric"])}
     else:  # the spec's default: a task's val_loss; a W&B program's file without one has none
-        name, goal = (None if "program" in earlier else MetricSpec.name), MetricSpec.goal
-    if (name, goal) != (spec.metric.name, spec.metric.goal):
+        theirs = {(None if "program" in earlier else MetricSpec.name, MetricSpec.goal)}
+    ours = {(o.name, o.goal) for o in spec.metrics} or {(None, MetricSpec.goal)}
+    if theirs != ours:
         raise _refusal(
-            f"the earlier sweep at {source!r} optimised {name or 'no metric'} ({goal}), this one "
-            f"{spec.metric.name} ({spec.metric.goal}): a searcher learns only from values of what it optimises"
+            f"the earlier sweep at {source!r} optimised {_objectives_named(theirs)}, this one "
+            f"{_objectives_named(ours)}: a searcher learns only from values of what it optimises"
         )
+
+
+def _name_and_goal(objective: Any) -> tuple[str | None, str]:
+    if not isinstance(objective, dict):
+        return None, MetricSpec.goal
+    return objective.get("name"), objective.get("goal", MetricSpec.goal)
+
+
+def _objectives_named(objectives: set[tuple[str | None, str]]) -> str:
+    return " and ".join(f"{name or 'no metric'} ({goal})" for name, goal in sorted(objectives, key=str))
 
 
 @dataclass(frozen=True)
@@ -163,11 +176,11 @@ def _told(spec: SweepSpec, source: str, trials: Sequence[_Recorded]) -> WarmStar
     told: list[EarlierTrial] = []
     seen_names: set[str] = set()
     outside, example, without_value = 0, "", 0
-    metric = spec.metric.name or ""  # the spec's validation refuses a warm start without a metric
+    objectives = [o.name or "" for o in spec.metrics]  # the spec's validation refuses a warm start without
     for trial in trials:
         flat = flat_point(trial.config or {}, by_name)
         seen_names |= set(flat)
-        if trial.failed or trial.config is None or not _has_value(trial.results, metric):
+        if trial.failed or trial.config is None or not all(_has_value(trial.results, m) for m in objectives):
             without_value += 1
             continue
         check = Checker()
@@ -187,7 +200,7 @@ def _told(spec: SweepSpec, source: str, trials: Sequence[_Recorded]) -> WarmStar
         raise _refusal(
             f"none of the {len(trials)} earlier trial(s) at {source!r} can be told: "
             f"{outside} outside this sweep's space{', e.g. ' + example if example else ''}; "
-            f"{without_value} failed or without a value of {metric}"
+            f"{without_value} failed or without a value of {' and '.join(objectives)}"
         )
     dropped = tuple(sorted(seen_names - set(by_name)))
     return WarmStart(source, tuple(told), outside, example, without_value, dropped)

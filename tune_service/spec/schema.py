@@ -254,7 +254,8 @@ DESCRIPTIONS: dict[str, str] = {
     "from them as from its own.",
     "warm_start": "An earlier sweep's experiment (its directory, or its s3:// URI): its finished trials are told "
     "to the searcher (bayes, optuna or bohb) before the first trial, as if it had run them; each earlier "
-    "trial whose values lie in this sweep's space and that reported the metric, the others left out.",
+    "trial whose values lie in this sweep's space and that reported the metric (every objective), the others "
+    "left out. The earlier sweep optimised the same objectives, each in the same direction.",
     "priors": "What you believe of some searched parameters, by name (dotted for nested ones): a most likely "
     "value, or `{value: V, confidence: low|medium|high}` (default medium); random, bayes, optuna and bohb draw "
     "more of their configs near it early on, less as the sweep learns. A block of its own, so `parameters:` "

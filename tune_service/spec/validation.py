@@ -200,7 +200,7 @@ def validate(raw: dict, default_name: str) -> SweepSpec:
     wandb = _wandb(check, raw.get("wandb", {}), raw)
     run_cap = _run_cap(check, raw.get("run_cap"), method)
     points_to_evaluate = read_known_points(check, raw.get(KNOWN_POINTS_KEY), parameters, run_cap)
-    warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared, bool(objectives))
+    warm_start = _warm_start(check, raw.get("warm_start"), method, metric.declared or bool(objectives))
     priors = read_priors(check, raw.get(PRIORS_KEY), parameters, method)
     failure = _failure(check, raw.get("failure", {}))
     execution = _execution(check, raw.get("execution", {}))
@@ -365,7 +365,7 @@ def _task(check: Checker, raw: Any) -> str:
 WARM_START_METHODS = ("bayes", "hyperopt", "optuna", "bohb")
 
 
-def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool, multi_objective: bool) -> str | None:
+def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool) -> str | None:
     """``warm_start``: an earlier sweep's experiment (a directory, or a URI on remote storage), whose
     trials the searcher is told before the first trial; read when the sweep is planned
     (:mod:`tune_service.search.warm_start`)."""
@@ -383,8 +383,6 @@ def _warm_start(check: Checker, raw: Any, method: str, has_metric: bool, multi_o
         check.fail(
             "warm_start", f"needs the sweep's metric: the searcher learns the earlier trials' values of it, got {raw!r}"
         )
-    elif multi_objective:
-        check.fail("warm_start", f"is not offered with several objectives (metrics) yet, got {raw!r}")
     return raw
 
 

@@ -116,3 +116,31 @@ def test_bayes_refuses_a_warm_start_in_a_space_with_conditions_naming_the_warm_s
                                         r"method optuna, or drop warm_start$"):
         registry.build_searcher(spec, read_warm_start(spec))
     assert len(suggestions(new_spec("optuna", earlier, parameters=parameters), 1, read_warm_start(spec))) == 1
+
+
+def test_a_sweep_of_several_objectives_is_told_the_earlier_trials_value_of_each(tmp_path):
+    import optuna
+
+    from tune_service.search.wrappers import innermost
+
+    configs = random_configs(12)
+    earlier = earlier_sweep(tmp_path / "earlier", configs, size="n_params", failed=(3,))
+    objectives = [{"name": METRIC, "goal": "minimize"}, {"name": "n_params", "goal": "minimize"}]
+    spec = load_spec({"method": "optuna", "run_cap": 30, "seed": 1, "metrics": objectives,
+                      "parameters": {"lr": LR, "hidden": {"values": [16, 32, 64]}},
+                      "scheduler": {"type": "asha", "max_t": 2}, "warm_start": str(earlier)})
+    warm = read_warm_start(spec)
+    assert len(warm.trials) == 11 and warm.without_value == 1  # the failed one left out
+    searcher, _ = registry.build_searcher(spec, warm)
+    told = innermost(searcher)._ot_study.get_trials(deepcopy=False)
+    assert [t.state for t in told] == [optuna.trial.TrialState.COMPLETE] * 11
+    kept = [c for i, c in enumerate(configs) if i != 3]
+    assert [t.values for t in told] == [[pytest.approx(loss(c)), c["hidden"] * 100] for c in kept]
+
+    # One objective against two, or two against one: refused, naming both.
+    with pytest.raises(SpecError, match=r"optimised val_loss \(minimize\), this one n_params \(minimize\) and "
+                                        r"val_loss \(minimize\)"):
+        read_warm_start(load_spec({**spec.source, "warm_start": str(earlier_sweep(tmp_path / "one", configs))}))
+    with pytest.raises(SpecError, match=r"optimised n_params \(minimize\) and val_loss \(minimize\), this one "
+                                        r"val_loss \(minimize\)"):
+        read_warm_start(new_spec("optuna", earlier))

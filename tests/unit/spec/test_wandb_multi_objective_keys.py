@@ -86,7 +86,7 @@ def test_searchers_that_take_one_objective_are_refused_naming_those_that_take_se
         load_spec(doc)
 
 
-def test_populations_a_repeated_objective_a_fifth_and_a_warm_start_are_refused():
+def test_populations_a_repeated_objective_and_a_fifth_are_refused():
     objectives = [{"name": "val_loss"}, {"name": "val_accuracy", "goal": "maximize"}]
     base = {"method": "optuna", "metrics": objectives, "parameters": {"lr": {"values": [0.1, 0.2]}}}
     for kind in ("pbt", "pb2"):
@@ -98,5 +98,4 @@ def test_populations_a_repeated_objective_a_fifth_and_a_warm_start_are_refused()
         load_spec({**base, "metrics": [objectives[0], objectives[0]]})
     with pytest.raises(SpecError, match="^metrics: must be a list of 2 to 4 objectives"):
         load_spec({**base, "metrics": [{"name": f"m{i}"} for i in range(5)]})
-    with pytest.raises(SpecError, match="^warm_start: is not offered with several objectives"):
-        load_spec({**base, "warm_start": "/tmp/earlier"})
+
