@@ -46,6 +46,8 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.common import figure
+from bench.search.contenders import SyneTuneContender
+from bench.search.search_quality import _quartiles
 
 NAME = "pareto_quality"
 SIZES = {False: {"seeds": list(range(20)), "problems": ["zdt1", "dtlz2", "digits"], "workers": [2, 8], "max_t": 27,
@@ -173,7 +175,7 @@ class OptunaMultiObjective:
         self.study.tell(self.open.pop(trial_id), list(value))
 
 
-class SyneTuneMOASHA:
+class SyneTuneMOASHA(SyneTuneContender):
     """Syne Tune's MOASHA (random configurations, non-dominated sorting at each rung), as its tuner drives
     it. It samples with numpy's global generator, seeded here."""
 
@@ -192,19 +194,6 @@ class SyneTuneMOASHA:
 
     def _result(self, epoch: int, value: Any) -> dict[str, Any]:
         return {**dict(zip(OBJECTIVES, value, strict=True)), "epoch": epoch}
-
-    def start(self) -> tuple[int, dict[str, float]] | None:
-        from datetime import datetime
-
-        from syne_tune.backend.trial_status import Trial
-
-        suggestion = self.scheduler.suggest()
-        if suggestion is None:
-            return None
-        trial = Trial(trial_id=len(self.trials), config=suggestion.config, creation_time=datetime.now())
-        self.trials[trial.trial_id] = trial
-        self.scheduler.on_trial_add(trial)
-        return trial.trial_id, {name: suggestion.config[name] for name in self.names}
 
     def report(self, trial_id: int, epoch: int, value: Any) -> bool:
         return self.scheduler.on_trial_result(self.trials[trial_id], self._result(epoch, value)) == self.go_on
@@ -235,11 +224,6 @@ def one_run(problem: ParetoProblem, name: str, seed: int, workers: int, size: di
                      max_t=size["max_t"], anytime=HypervolumeRegret(problem))
     return {"area": curve.area(budget), "final": curve.at(budget), "trials": curve.trials,
             "wall_s": round(time.perf_counter() - started, 3)}
-
-
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
-    return q1, q2, q3
 
 
 def run(quick: bool) -> dict[str, Any]:

@@ -111,18 +111,7 @@ class WaitingHyperBand(HyperBandForBOHB):
         return action
 
     def _create_bracket(self, s: int) -> FillOnceBracket:
-        if self.objectives:
-            return ParetoBracket(
-                self.objectives,
-                time_attr=self._time_attr,
-                max_trials=self._get_n0(s),
-                init_t_attr=self._get_r0(s),
-                max_t_attr=self._max_t_attr,
-                eta=self._eta,
-                s=s,
-                stop_last_trials=self._stop_last_trials,
-            )
-        return FillOnceBracket(
+        shape: dict[str, Any] = dict(
             time_attr=self._time_attr,
             max_trials=self._get_n0(s),
             init_t_attr=self._get_r0(s),
@@ -131,6 +120,7 @@ class WaitingHyperBand(HyperBandForBOHB):
             s=s,
             stop_last_trials=self._stop_last_trials,
         )
+        return ParetoBracket(self.objectives, **shape) if self.objectives else FillOnceBracket(**shape)
 
 
 class ResumedHyperBand(WaitingHyperBand):
