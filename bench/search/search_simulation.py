@@ -64,8 +64,8 @@ class BestIncumbent:
     """One objective: the simple regret of the best configuration at the highest fidelity reached so far,
     at full fidelity (the module's docstring)."""
 
-    def __init__(self, problem: Problem, max_t: int):
-        self.problem, self.max_t = problem, max_t
+    def __init__(self, problem: Problem):
+        self.problem = problem
         self.top_epoch, self.incumbent, self.incumbent_value = 0, None, float("inf")
 
     def regret(self, trial_id: Any, config: dict[str, float], epoch: int, value: Any) -> float:
@@ -94,7 +94,7 @@ def simulate(problem: Any, contender: Contender, *, workers: int, budget: int, m
              anytime: Anytime | None = None) -> Curve:
     """Run the contender on the problem until ``budget`` trial-epochs are spent; its anytime curve (by
     ``anytime``'s rule; by default :class:`BestIncumbent`'s)."""
-    anytime = anytime or BestIncumbent(problem, max_t)
+    anytime = anytime or BestIncumbent(problem)
     running: dict[Any, tuple[dict[str, float], int]] = {}
     paused: dict[Any, tuple[dict[str, float], int]] = {}
     regret: list[float] = []

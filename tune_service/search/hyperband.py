@@ -69,8 +69,9 @@ class ParetoBracket(FillOnceBracket):
         good, bad = super().successive_halving(metric, metric_op)  # Ray's bookkeeping and how many stay
         if not bad:
             return good, bad
-        live = sorted(private(self, "_live_trials"), key=lambda t: t.trial_id)
-        values = [tuple(float(private(self, "_live_trials")[t][name]) for name, _ in self.objectives) for t in live]
+        last_results = private(self, "_live_trials")  # Ray's record of each trial's last result
+        live = sorted(last_results, key=lambda t: t.trial_id)
+        values = [tuple(float(last_results[t][name]) for name, _ in self.objectives) for t in live]
         kept = {live[i] for i in pareto_order(values, [mode for _, mode in self.objectives])[: len(good)]}
         return [t for t in live if t in kept], [t for t in live if t not in kept]
 

@@ -176,7 +176,7 @@ def _told(spec: SweepSpec, source: str, trials: Sequence[_Recorded]) -> WarmStar
     told: list[EarlierTrial] = []
     seen_names: set[str] = set()
     outside, example, without_value = 0, "", 0
-    objectives = [o.name or "" for o in spec.metrics]  # the spec's validation refuses a warm start without
+    objectives = [o.name or "" for o in spec.metrics]  # the spec refuses a warm start without a metric
     for trial in trials:
         flat = flat_point(trial.config or {}, by_name)
         seen_names |= set(flat)
