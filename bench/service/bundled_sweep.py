@@ -7,7 +7,8 @@ sweep, the leaderboard.
 Figure: the bundled sweep's trials per hour over the same sweep's with every trial alone (target >= 2,
 the issue's CPU row for a bundle of 8, here through the whole service: Tune, ASHA, wandb, checkpoints).
 Both sweeps use the machine's two slots: two warm gangs of one rank, each training one trial at a time
-or one bundle of up to 8 members at a time.
+or one bundle of up to 8 members at a time. A third variant is ``execution.bundle: auto``: its trials per
+hour over alone's, and the size it chose in each run.
 
 On a machine with a GPU the trials run on it, each rank with one CPU: alone at one GPU per trial, alone
 packed eight to the GPU (``gpus_per_worker: 0.125``), and in bundles of 8 at one GPU per bundle.
@@ -48,8 +49,9 @@ def sweep_spec(run_cap: int, gpus_per_worker: float = 0) -> dict[str, Any]:
     }
 
 
-def one_sweep(bundle: int, run_cap: int, gpus_per_worker: float = 0) -> dict[str, Any]:
-    """One ``tune-run`` of the sweep with ``execution.bundle`` ``bundle``: its wall time and trials."""
+def one_sweep(bundle: int | str, run_cap: int, gpus_per_worker: float = 0) -> dict[str, Any]:
+    """One ``tune-run`` of the sweep with ``execution.bundle`` ``bundle`` (a size, or ``auto``): its wall
+    time, its trials and, under ``auto``, the size it chose."""
     with tempfile.TemporaryDirectory(prefix="bench_bundled_") as storage:
         spec = Path(storage, "sweep.yaml")
         spec.write_text(yaml.safe_dump({**sweep_spec(run_cap, gpus_per_worker), "execution": {"bundle": bundle}}))
@@ -66,8 +68,9 @@ def one_sweep(bundle: int, run_cap: int, gpus_per_worker: float = 0) -> dict[str
     best = summary.get("best", {}).get("metrics", {}).get("val_accuracy")
     print(f"      bundle {bundle}, {gpus_per_worker:g} GPU: {wall_s:.1f} s, {len(trials)} trials, {epochs} epochs, "
           f"best {best}", flush=True)
+    chose = summary.get("bundle", {}).get("members")  # bundle: auto's choice
     return {"wall_s": wall_s, "trials": len(trials), "epochs": epochs, "best_val_accuracy": best,
-            "trials_per_hour": len(trials) / wall_s * 3600}
+            "trials_per_hour": len(trials) / wall_s * 3600, **({"auto_chose": chose} if chose else {})}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -75,9 +78,9 @@ def run(quick: bool) -> dict[str, Any]:
 
     size = SIZES[quick]
     # name -> (bundle, GPUs per rank)
-    variants = {"1": (1, 0.0), str(BUNDLE): (BUNDLE, 0.0)}
+    variants: dict[str, tuple[int | str, float]] = {"1": (1, 0.0), str(BUNDLE): (BUNDLE, 0.0), "auto": ("auto", 0.0)}
     if torch.cuda.is_available():
-        variants = {"1": (1, 1.0), "1 packed": (1, 1 / BUNDLE), str(BUNDLE): (BUNDLE, 1.0)}
+        variants = {"1": (1, 1.0), "1 packed": (1, 1 / BUNDLE), str(BUNDLE): (BUNDLE, 1.0), "auto": ("auto", 1.0)}
     rounds = interleaved({name: (lambda v=v: one_sweep(v[0], size["run_cap"], v[1])) for name, v in variants.items()},
                          size["rounds"])
     alone, bundled = rounds["1"], rounds[str(BUNDLE)]
@@ -90,6 +93,12 @@ def run(quick: bool) -> dict[str, Any]:
                     + ", ".join(f"{r['wall_s']:.1f}" for r in bundled) + " s; ratios "
                     + ", ".join(f"{r:.2f}" for r in ratios)),
     ]
+    automatic = rounds["auto"]
+    figures.append(figure("sweep with bundle: auto, trials per hour / alone", "each trial alone on a warm gang",
+                          1.0, median([b["trials_per_hour"] / a["trials_per_hour"]
+                                       for a, b in zip(alone, automatic, strict=True)]), None, "x",
+                          note="every run: auto " + ", ".join(f"{r['wall_s']:.1f} s (chose {r.get('auto_chose')})"
+                                                              for r in automatic)))
     if "1 packed" in rounds:
         packed = rounds["1 packed"]
         figures.append(figure(f"sweep packed {BUNDLE} to the GPU, trials per hour / alone", "each trial alone on "

@@ -3,6 +3,7 @@ member still a trial of its own to Tune, ASHA, wandb, the results and resume."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -153,3 +154,22 @@ def test_a_bundle_trains_its_members_fused_on_its_ranks_own_gpu(ray_cluster, tmp
     members = [r["bundle_members"] for t in result.trials for r in read_trial_results(
         trial_results_file(experiment, t.trial_id))]
     assert max(members) == 4
+
+
+def test_bundle_auto_measures_the_first_trial_and_trains_at_the_size_it_chose(ray_cluster, tmp_path, capsys):
+    spec = {**bundled_spec(), **ONE_SLOT, "execution": {"bundle": "auto"}}
+    spec["parameters"]["lr"] = {"values": LRS[:3]}
+    result = tune_service.run(spec, storage=tmp_path, name="auto", verbose=1)
+    sizing = json.loads((Path(result.experiment_dir) / "summary.json").read_text())["bundle"]
+    # The probe timed the first trial's bundle at each size up to the trials the one gang has (3: 1 and 2),
+    # where its rank would train, and predicted the sweep at each.
+    assert [s["members"] for s in sizing["sizes"]] == [1, 2] and all(s["batch_s"] > 0 for s in sizing["sizes"])
+    assert set(sizing["predicted_s"]) == {"1", "2"} and sizing["member_start_s"] > 0
+    best = min(sizing["predicted_s"], key=lambda k: (sizing["predicted_s"][k], int(k)))
+    assert sizing["members"] in (1, int(best))  # the least predicted time, or alone within MIN_GAIN
+    assert f"bundle auto  {sizing['reason']}" in capsys.readouterr().out  # printed with the plan
+    # and the sweep trained at that size: members report their bundle's size, trials alone do not
+    reported = [r.get("bundle_members", 1) for t in result.trials
+                for r in read_trial_results(trial_results_file(Path(result.experiment_dir), t.trial_id))]
+    assert max(reported) == sizing["members"]
+    assert {t.status for t in result.trials} <= {"completed", "stopped"}

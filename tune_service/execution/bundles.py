@@ -313,17 +313,22 @@ def describe_bundles(spec: SweepSpec) -> str:
 
 def check_bundles(
     spec: SweepSpec, task: Task | None, runs_program: bool, first_trial: Callable[[], TrialConfig]
-) -> None:
+) -> str | None:
     """The dry-run's refusals of ``execution.bundle``, before anything runs: a sweep whose trials cannot be
     fused, with the reason. ``task``: the sweep's Task (None for a program or a train loop);
     ``first_trial``: the sweep's first trial as its ranks would get it (``SweepPlan.first_trial``).
     Whether torch.func can run the task's step is found by building that trial's bundle of two on the
     CPU, here (:func:`~tune_service.training.fused.setup_bundle`'s probe).
 
+    Returns:
+        Under ``bundle: auto``, why the task's trials cannot be fused (the sweep then trains each trial
+        alone, saying why); None when they can.
+
     Raises:
-        SpecError: on ``execution.bundle``, naming the rule and the value.
+        SpecError: on ``execution.bundle``, naming the rule and the value: a sweep the spec's settings keep
+            from bundles (under ``auto`` too), or, under a number, a task that cannot be fused.
     """
-    size = spec.execution.bundle
+    size = "auto" if spec.execution.bundle_auto else spec.execution.bundle
 
     def refuse(rule: str) -> None:
         raise SpecError([Problem("execution.bundle", f"{size}: {rule}")])
@@ -331,7 +336,7 @@ def check_bundles(
     if task is None:
         what = "a W&B program (a process of its own)" if runs_program else "a train_loop_per_worker"
         refuse(f"bundles fuse a Task's trials; this sweep runs {what}")
-        return
+        return None
     if spec.execution.gangs != "warm":
         refuse("bundles train on warm gangs; execution.gangs is fresh")
     if spec.resources.workers != 1:
@@ -340,17 +345,26 @@ def check_bundles(
         refuse("give resources.gpus_per_worker as a number with bundles (auto measures one trial alone)")
     from tune_service.training.fused import NotFusable, refusal, setup_bundle
 
+    config = bundle_trial(spec, first_trial)
+    reason = refusal(task, config)
+    if reason is None:
+        with _random_state_kept():  # the probe seeds the process's generators, as a trial would
+            try:
+                setup_bundle([config, config], "cpu")
+            except NotFusable as error:
+                reason = str(error)
+    if reason is not None and not spec.execution.bundle_auto:
+        refuse(reason)
+    return reason
+
+
+def bundle_trial(spec: SweepSpec, first_trial: Callable[[], TrialConfig]) -> TrialConfig:
+    """The sweep's first trial (``SweepPlan.first_trial``) as a bundle's member trains it: opened, and
+    counted in epochs up to ``max_t`` where the sweep counts epochs."""
     config = first_trial().opened()
     if spec.scheduler.time_unit == "epoch":
         config = dataclasses.replace(config, epochs=spec.scheduler.max_t or 1, max_steps=None)
-    reason = refusal(task, config)
-    if reason is not None:
-        refuse(reason)
-    with _random_state_kept():  # the probe seeds the process's generators, as a trial would
-        try:
-            setup_bundle([config, config], "cpu")
-        except NotFusable as error:
-            refuse(str(error))
+    return config
 
 
 @contextlib.contextmanager

@@ -404,7 +404,8 @@ def _execute(
     progress = budget = timer = broker = reconciled = None
     try:
         cluster = from_ray()
-        plan = plan.packed(cluster).on(cluster)  # gpus_per_worker: auto measured, then the concurrency
+        # gpus_per_worker: auto and execution.bundle: auto measured, then the concurrency
+        plan = plan.packed(cluster).bundled(cluster).on(cluster)
         if not restore:  # the plan holds: from here on the experiment directory exists
             lock.acquire()
         if not restore or spec_changed:
@@ -525,6 +526,8 @@ def _execute(
             )
         if plan.packing is not None:  # what gpus_per_worker: auto chose, and from what
             outcome = replace(outcome, extra={**outcome.extra, "packing": plan.packing.as_dict()})
+        if plan.bundling is not None:  # what execution.bundle: auto chose, and from what
+            outcome = replace(outcome, extra={**outcome.extra, "bundle": plan.bundling.as_dict()})
         if tracker is not None:
             outcome = replace(outcome, extra={**outcome.extra, "wandb": tracker.describe()})
             if not outcome.interrupted:

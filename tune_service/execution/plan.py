@@ -13,7 +13,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from tune_service.errors import Problem, SpecError
-from tune_service.execution.bundles import check_bundles, describe_bundles
+from tune_service.execution import bundle_sizing
+from tune_service.execution.bundle_sizing import BundleSizing
+from tune_service.execution.bundles import bundle_trial, check_bundles, describe_bundles
 from tune_service.execution.packing import Packing, measure, without_gpu
 from tune_service.execution.resources import ClusterResources, local_machine, max_concurrent_trials, trial_needs
 from tune_service.search import registry
@@ -45,6 +47,9 @@ class SweepPlan:
     packing: Packing | None = None
     #: The earlier trials told to the searcher first (``warm_start``); None without one, or when resumed.
     warm: WarmStart | None = None
+    #: What ``execution.bundle: auto`` chose (:meth:`bundled`, or the plan of a task that cannot be fused);
+    #: None before, or where the spec gives a number.
+    bundling: BundleSizing | None = None
 
     def on(self, cluster: ClusterResources) -> "SweepPlan":
         """This plan on ``cluster``: how many trials run at once.
@@ -78,6 +83,21 @@ class SweepPlan:
         if not self.spec.resources.gpus_auto or self.packing is not None or cluster.gpus < 1:
             return self  # nothing to measure (on a cluster without a GPU, :meth:`on` says CPU trials)
         return self.packed_as(measure(self.first_trial(), self.spec.resources, cluster))
+
+    def bundled(self, cluster: ClusterResources) -> "SweepPlan":
+        """This plan with its bundle size measured and chosen where the spec says ``execution.bundle: auto``
+        (:mod:`tune_service.execution.bundle_sizing`: a probe of the first trial where a rank would run);
+        this plan otherwise."""
+        if not self.spec.execution.bundle_auto or self.bundling is not None:
+            return self
+        first = bundle_trial(self.spec, self.first_trial)
+        sizing = bundle_sizing.measure(first, self.spec, self.schedule.trial_epochs, self.num_trials, cluster)
+        return self.bundled_as(sizing)
+
+    def bundled_as(self, sizing: BundleSizing) -> "SweepPlan":
+        """This plan with ``execution.bundle`` as ``sizing`` chose it (``execution.bundle: auto``)."""
+        execution = replace(self.spec.execution, bundle=sizing.members)
+        return replace(self, spec=replace(self.spec, execution=execution), bundling=sizing)
 
     def first_trial(self) -> TrialConfig:
         """The sweep's first trial as its ranks would get it: the first suggestion of a copy of the plan's
@@ -146,6 +166,13 @@ class SweepPlan:
                 "gpus auto    trials per GPU measured on the first trial when the sweep starts (1 GPU each till then)"
             ]
         return [self.packing.describe()]
+
+    def _describe_bundling(self) -> list[str]:
+        if not self.spec.execution.bundle_auto:
+            return []
+        if self.bundling is None:
+            return ["bundle auto  the bundle size measured on the first trial when the sweep starts (1 till then)"]
+        return [self.bundling.describe()]
 
     def describe(self) -> str:
         """The plan as text: parameters, trials, schedule, resources, concurrency."""
@@ -238,6 +265,7 @@ class SweepPlan:
                 else ""
             ),
             *self._describe_packing(),
+            *self._describe_bundling(),
             f"cluster      {self.cluster.describe()}",
             *([] if self.runs_program else [f"training     {_describe_training(s.training)}"]),
             f"concurrency  {self.max_concurrent} trial(s) at once",
@@ -289,6 +317,7 @@ class SweepPlan:
                 else "; a fresh Ray Train run per trial"
             ),
             *([self.packing.describe()] if self.packing is not None else []),  # gpus_per_worker: auto
+            *([self.bundling.describe()] if self.bundling is not None else []),  # execution.bundle: auto
             *([self.warm.describe()] if self.warm is not None else []),
         ]
 
@@ -429,8 +458,10 @@ def plan_sweep(
                 )
             ]
         )
-    if spec.execution.bundle > 1:
-        check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
+    if spec.execution.bundle > 1 or spec.execution.bundle_auto:
+        unfusable = check_bundles(spec, resolved.task, plan.runs_program, plan.first_trial)
+        if unfusable is not None:  # bundle: auto on a task torch.func cannot fuse
+            plan = plan.bundled_as(bundle_sizing.alone(unfusable))
     if spec.scheduler.changes_running_trials:
         check_population(spec, resolved.task, plan.runs_program)
     if spec.resources.gpus_auto and resolved.task is None:

@@ -110,11 +110,11 @@ def check_population(spec: SweepSpec, task: Task | None, runs_program: bool) -> 
             f"must be warm with scheduler.type {kind} (a trial goes on from a checkpoint on its warm gang; a "
             f"fresh Ray Train run each time is what warm gangs avoid), got {spec.execution.gangs}",
         )
-    if spec.execution.bundle > 1:
+    if spec.execution.bundle > 1 or spec.execution.bundle_auto:
         refuse(
             "execution.bundle",
             f"must be 1 with scheduler.type {kind} (a bundle's members are not changed one by one), got "
-            f"{spec.execution.bundle}",
+            f"{'auto' if spec.execution.bundle_auto else spec.execution.bundle}",
         )
     every = spec.training.checkpoint_every
     if kind == "pbt_replay":

@@ -230,7 +230,7 @@ TYPES: dict[str, dict] = {
     "execution.recycle_after_trials": _integer(1),
     "execution.max_memory_growth_mib": _number(exclusiveMinimum=0),
     "execution.collective_timeout_s": _number(exclusiveMinimum=0),
-    "execution.bundle": _integer(1),
+    "execution.bundle": {"anyOf": [_integer(1), {"const": AUTO}]},
 }
 
 #: One sentence per key (its meaning and unit), by dotted path; sections included.
@@ -420,7 +420,9 @@ DESCRIPTIONS: dict[str, str] = {
     "failure.max_failures).",
     "execution.bundle": "Up to this many trials that differ only in the optimizer's hyperparameters (lr, "
     "weight_decay, momentum, betas, ...) train as one fused job on one warm gang of one rank; each is still "
-    "a trial of its own (1: each trial alone).",
+    "a trial of its own (1: each trial alone; auto: the size that the first trial's fused step, timed at 1, "
+    "2, 4, ... members, predicts to finish the sweep soonest, printed with the plan and recorded in "
+    "summary.json).",
 }
 
 #: Keys whose default is no value to write: the name (the spec file's), no known points, no warm start, no

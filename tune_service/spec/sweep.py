@@ -243,7 +243,9 @@ class ExecutionSpec:
     - ``collective_timeout_s``: how long a rank waits in a collective for its peers before the gang is
       taken as broken (a hung or lost rank): its trial fails and retries under ``failure.max_failures``.
     - ``bundle``: up to this many trials of one architecture train as one fused job on one warm gang of
-      one rank (:mod:`tune_service.execution.bundles`); 1 (default): each trial trains alone.
+      one rank (:mod:`tune_service.execution.bundles`); 1 (default): each trial trains alone. ``bundle:
+      auto`` in a spec is read as ``bundle=1, bundle_auto=True``: the driver measures the first trial's
+      fused step and chooses the size (:mod:`tune_service.execution.bundle_sizing`), then sets ``bundle``.
     """
 
     gangs: str = "warm"
@@ -251,6 +253,8 @@ class ExecutionSpec:
     max_memory_growth_mib: float = 1024
     collective_timeout_s: float = 600
     bundle: int = 1
+    #: ``bundle: auto`` (not a spec key of its own).
+    bundle_auto: bool = False
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "find_un
 WANDB_KEYS = ("project", "entity", "group", "tags", "mode", "log_checkpoints", "init_timeout")
 FAILURE_KEYS = ("max_failures", "max_failed_trials")
 LIMITS_KEYS = tuple(f.name for f in fields(LimitsSpec))
-EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec))
+EXECUTION_KEYS = tuple(f.name for f in fields(ExecutionSpec) if f.name != "bundle_auto")
 OPTUNA_KEYS = tuple(f.name for f in fields(OptunaSettings))
 SECTION_KEYS = {
     "": TOP_LEVEL_KEYS,
@@ -631,13 +631,19 @@ def _execution(check: Checker, raw: Any) -> ExecutionSpec:
     recycle = check.integer(
         "execution.recycle_after_trials", raw.get("recycle_after_trials", defaults.recycle_after_trials), minimum=1
     )
-    bundle = check.integer("execution.bundle", raw.get("bundle", defaults.bundle), minimum=1)
+    given_bundle = raw.get("bundle", defaults.bundle)
+    auto = given_bundle == AUTO  # one trial a bundle until the driver has measured (execution.bundle_sizing)
+    bundle = defaults.bundle
+    if isinstance(given_bundle, int) and not isinstance(given_bundle, bool):
+        bundle = check.integer("execution.bundle", given_bundle, minimum=1)
+    elif not auto:
+        check.fail("execution.bundle", f"must be an integer >= 1 or auto, got {given_bundle!r}")
     positive = {}
     for key in ("max_memory_growth_mib", "collective_timeout_s"):
         given = check.number(f"execution.{key}", raw.get(key, getattr(defaults, key)))
         value = check.at_least(f"execution.{key}", given, 0, strictly=True)
         positive[key] = value if value is not None else getattr(defaults, key)
-    return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, bundle=bundle, **positive)
+    return ExecutionSpec(gangs=gangs, recycle_after_trials=recycle, bundle=bundle, bundle_auto=auto, **positive)
 
 
 def _resources(check: Checker, raw: Any, d: ResourceSpec) -> ResourceSpec:

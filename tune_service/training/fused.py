@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import json
 import math
 import time
@@ -456,9 +457,10 @@ def _probe(run: FusedRun) -> None:
         run.models.buffers = saved
 
 
-def train_epoch(run: FusedRun, epoch: int) -> torch.Tensor:
-    """One pass over the training data for every member. Returns each member's summed loss ``[K]``
-    (times the samples) and the samples, as ``[K, 2]`` on the device; no host sync per step."""
+def train_epoch(run: FusedRun, epoch: int, max_batches: int | None = None) -> torch.Tensor:
+    """One pass over the training data for every member (``max_batches``: its first batches only, as
+    :mod:`~tune_service.execution.bundle_sizing`'s probe times it). Returns each member's summed loss
+    ``[K]`` (times the samples) and the samples, as ``[K, 2]`` on the device; no host sync per step."""
     models = run.models
     models.base.train()
     run.loaders.set_epoch(epoch)
@@ -467,7 +469,7 @@ def train_epoch(run: FusedRun, epoch: int) -> torch.Tensor:
     loss_sum = torch.zeros(models.members, device=run.device, dtype=torch.float64)
     samples = 0
     step = models.vmapped(lambda model, batch: step_loss(run.task.training_step(model, batch, run.hparams)))
-    for index, batch in enumerate(run.loaders.train):
+    for index, batch in enumerate(itertools.islice(run.loaders.train, max_batches)):
         batch = move_to_device(batch, run.device)
         group_start = index - index % accum
         group_size = min(accum, batches - group_start)

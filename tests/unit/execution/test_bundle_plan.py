@@ -64,6 +64,48 @@ def test_a_sweep_that_cannot_be_fused_is_refused_at_the_plan_with_the_reason(ove
         make_plan(digits_spec(**overrides), TWO_CPUS, task=task)
 
 
+def test_bundle_auto_is_one_trial_a_bundle_until_the_sweep_measures_its_first_trial():
+    plan = make_plan(digits_spec(**{"execution.bundle": "auto"}), TWO_CPUS)
+    assert plan.bundle_size == 1 and plan.bundling is None and plan.max_concurrent == 2
+    assert "bundle auto  the bundle size measured on the first trial when the sweep starts (1 till then)" in (
+        plan.describe())
+
+
+def test_bundle_auto_takes_the_size_it_measured_for_the_concurrency_and_the_plan():
+    from tune_service.execution.bundle_sizing import BundleSizing
+    from tune_service.execution.plan import plan_sweep
+
+    chosen = BundleSizing(4, "4 trials a bundle: predicted 10.0 s against 20.0 s alone")
+    plan = plan_sweep(digits_spec(**{"execution.bundle": "auto"})).bundled_as(chosen).on(TWO_CPUS)
+    assert (plan.bundle_size, plan.max_concurrent, plan.slots) == (4, 8, 2)
+    text = plan.describe()
+    assert "fused bundles of up to 4 trials on 2 warm gang(s) of one rank" in text
+    assert "bundle auto  4 trials a bundle: predicted 10.0 s against 20.0 s alone" in text
+    assert plan.bundling.as_dict()["members"] == 4  # what summary.json records
+
+
+def test_bundle_auto_trains_each_trial_of_a_task_that_cannot_be_fused_alone_saying_why():
+    plan = make_plan(digits_spec(**{"execution.bundle": "auto"}), TWO_CPUS, task=BranchingDigits())
+    assert plan.bundle_size == 1 and plan.bundling.members == 1
+    assert "bundle auto  each trial alone: torch.func cannot run the task's training_step under vmap" in (
+        plan.describe())
+
+
+@pytest.mark.parametrize("given, message", [
+    ("many", "execution.bundle: must be an integer >= 1 or auto, got 'many'"),
+    (2.5, "execution.bundle: must be an integer >= 1 or auto, got 2.5"),
+    (True, "execution.bundle: must be an integer >= 1 or auto, got True"),
+])
+def test_a_bundle_neither_a_count_nor_auto_is_refused_naming_the_rule(given, message):
+    with pytest.raises(SpecError, match=message.replace(".", r"\.")):
+        digits_spec(**{"execution.bundle": given})
+
+
+def test_bundle_auto_is_refused_where_the_specs_settings_keep_trials_from_bundles():
+    with pytest.raises(SpecError, match=r"execution\.bundle: auto: a bundle trains on one rank; resources\.workers is 2"):
+        make_plan(digits_spec(**{"execution.bundle": "auto", "resources.workers": 2}), TWO_CPUS)
+
+
 def test_a_w_and_b_program_is_never_fused(tmp_path, capsys):
     spec = tmp_path / "program.yaml"
     spec.write_text(

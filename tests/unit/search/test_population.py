@@ -63,6 +63,8 @@ def test_the_plan_says_what_the_population_compares_and_changes():
               mutate=["momentum"]), "scheduler.mutate: momentum is conditional"),
     ({**pbt_spec(), "execution": {"bundle": 2}, "resources": {"workers": 1}}, "execution.bundle: must be 1 with "
                                                                               "scheduler.type pbt"),
+    ({**pbt_spec(), "execution": {"bundle": "auto"}, "resources": {"workers": 1}},
+     "execution.bundle: must be 1 with scheduler.type pbt (a bundle's members are not changed one by one), got auto"),
     ({**pbt_spec(), "execution": {"gangs": "fresh"}}, "execution.gangs: must be warm with scheduler.type pbt"),
     ({**pbt_spec(perturbation_interval=3), "training": {"checkpoint_every": 2}},
      "training.checkpoint_every: must divide scheduler.perturbation_interval (3)"),

@@ -1,0 +1,73 @@
+"""``execution.bundle: auto``: the rule that picks a bundle's size from the probe's timings, the sizes it
+tries, and the probe itself on this CPU (a real bundle of the digits task, timed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tune_service.execution import bundle_sizing
+from tune_service.execution.bundle_sizing import RELAY_S, ProbedSize, SweepWork, candidate_sizes, choose, run_probe
+from tune_service.spec.training import TrainingSettings
+from tune_service.tasks import resolve_task
+from tune_service.tasks.digits import Digits
+from tune_service.training.trial_config import TrialConfig
+
+#: A bundle's seconds a batch that grow far slower than its members: fusing pays on the training.
+FUSING_PAYS = [ProbedSize(1, 0.010), ProbedSize(2, 0.011), ProbedSize(4, 0.012), ProbedSize(8, 0.020)]
+
+
+def work(units: float, **overrides) -> SweepWork:
+    settings = {"batches_per_unit": 100, "reports_per_unit": 1.0, "slots": 2, "cpus": 2, "member_start_s": 1.0}
+    return SweepWork(units, **{**settings, **overrides})
+
+
+def test_a_long_sweep_of_a_step_that_fuses_well_takes_the_size_of_least_predicted_time():
+    sizing = choose(FUSING_PAYS, work(1000))
+    # alone: 1000 x 1 s / 2 = 500 s; 4 a bundle: 1000 x (1.2 / 4 + RELAY_S) / 2 + 3 x 2 x 1 / 2 = 203 s;
+    # 8 a bundle: 1000 x (2.0 / 8 + RELAY_S) / 2 + 7 = 182 s.
+    assert sizing.members == 8
+    assert sizing.predicted_s[1] == pytest.approx(500)
+    assert sizing.predicted_s[8] == pytest.approx(1000 * (2.0 / 8 + RELAY_S) / 2 + 7)
+    assert sizing.reason.startswith("8 trials a bundle: predicted 182.0 s of training, relays and members' starts "
+                                    "against 500.0 s alone (1000 trial-epochs expected on 2 gang(s)")
+
+
+def test_a_short_sweep_trains_each_trial_alone_when_the_members_actors_cost_more_than_fusing_saves():
+    sizing = choose(FUSING_PAYS, work(4))  # 2 s alone; 2 a bundle: 4 x (1.1 / 2 + RELAY_S) / 2 + 1 = 2.3 s
+    assert sizing.members == 1 and sizing.reason.startswith("each trial alone: predicted 2.0 s")
+    assert sizing.predicted_s[2] == pytest.approx(4 * (1.1 / 2 + RELAY_S) / 2 + 1)
+
+
+def test_a_bundle_that_gains_less_than_min_gain_is_not_taken():
+    # 2 a bundle predicts 0.95 of the time alone: within MIN_GAIN, so each trial alone
+    alone, relay = 1000 * 1.0 / 2, 1000 * RELAY_S / 2
+    pair_s = 2 * (0.95 * alone - relay - 1.0) / 1000 * 2 / 100  # the batch time that predicts 0.95 x alone
+    sizing = choose([ProbedSize(1, 0.010), ProbedSize(2, pair_s)], work(1000))
+    assert sizing.predicted_s[2] == pytest.approx(0.95 * sizing.predicted_s[1])
+    assert sizing.members == 1
+
+
+def test_on_a_gpu_no_size_above_its_share_of_memory_is_taken():
+    sizes = [ProbedSize(1, 0.010, 10), ProbedSize(2, 0.011, 50), ProbedSize(4, 0.012, 95)]
+    sizing = choose(sizes, work(1000), memory_bytes=100)  # 95 > 0.9 x 100
+    assert sizing.members == 2 and set(sizing.predicted_s) == {1, 2}
+    assert "1 size(s) above 90% of the GPU share" in sizing.reason
+
+
+@pytest.mark.parametrize("trials, slots, sizes", [(64, 2, [1, 2, 4, 8, 16]), (8, 2, [1, 2, 4]), (3, 2, [1, 2]),
+                                                  (1, 4, [1])])
+def test_the_probe_tries_powers_of_two_up_to_the_trials_each_gang_has(trials, slots, sizes):
+    assert candidate_sizes(trials, slots) == sizes
+
+
+def test_the_probe_times_a_real_bundle_at_each_size_on_this_cpu():
+    config = TrialConfig(resolve_task(Digits()), dict(Digits.defaults), epochs=2, seed=0, settings=TrainingSettings())
+    sizes, batches_per_epoch, memory = run_probe(config, [1, 2], "cpu", batches=(1, 2))
+    assert [s.members for s in sizes] == [1, 2] and all(s.batch_s > 0 and s.peak_bytes == 0 for s in sizes)
+    assert batches_per_epoch == 23 and memory == 0  # 1,437 training images in batches of 64; no GPU share
+
+
+def test_an_unfusable_tasks_auto_is_each_trial_alone_with_the_reason():
+    sizing = bundle_sizing.alone("torch.func cannot run the task's training_step under vmap: ...")
+    assert sizing.members == 1
+    assert sizing.describe() == "bundle auto  each trial alone: torch.func cannot run the task's training_step under vmap: ..."
