@@ -4,17 +4,20 @@ Before the sweep starts, the driver runs a probe where a gang's rank would run (
 rank's CPUs and GPUs). It builds the first trial's bundle of ``K`` members for ``K`` = 1, 2, 4, ... up
 to :data:`MOST_MEMBERS` (and no more than the sweep has trials for each gang), trains
 :data:`WARMUP_BATCHES` batches of it untimed and :data:`PROBE_BATCHES` timed, and reads the seconds a
-batch takes. The driver also times one fresh actor's start: each member is a Tune trial with an actor of
-its own (started once per sweep, then reused for the next member). The size chosen is the one whose
-predicted sweep time is the least, where for ``K`` members a bundle
+batch takes, and how long the probe took to have its first bundle ready (a rank's start: a process,
+torch, the data, the model). The driver also times one fresh actor's start: each member is a Tune trial
+with an actor of its own (started once per sweep, then reused for the next member). The size chosen is
+the one whose predicted sweep time is the least, where for ``K`` members a bundle
 
 - training takes the scheduler's expected trial-epochs (or steps; the plan shows them) x a bundle's
   seconds per epoch (or step) / (``K`` x the gangs at once),
 - relaying the members' reports takes :data:`RELAY_S` more per report than a trial alone's (a member's
   report passes the broker and its own actor, and a bundle relays its members' one after another, so
   that a scheduler deciding by arrival sees them in the trials' order), over the gangs at once, and
-- the members' actors take (``K`` - 1) x the gangs at once x one actor's start / the cluster's CPUs
-  (the actors beyond the one a trial alone has).
+- the sweep's start takes longer by the members' actors, (``K`` - 1) x the gangs at once x one actor's
+  start / the cluster's CPUs (the actors beyond the one a trial alone has), then the wait for a
+  bundle's members (:data:`~tune_service.execution.bundles.GATHER_S`), then its gang's start, which a
+  trial alone overlaps with its actor's.
 
 A bundle is taken only where it predicts at least :data:`MIN_GAIN` less time than each trial alone. On
 a GPU the probe stops at the first ``K`` whose peak memory is above :data:`MEMORY_USE` of the rank's
@@ -33,6 +36,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tune_service.execution.bundles import GATHER_S
+
 if TYPE_CHECKING:
     from tune_service.execution.resources import ClusterResources
     from tune_service.spec import SweepSpec
@@ -47,8 +52,9 @@ MEMORY_USE = 0.9
 #: Batches each bundle size trains untimed, then timed.
 WARMUP_BATCHES, PROBE_BATCHES = 3, 10
 #: Seconds a member's report costs beyond a trial alone's: measured on the 2-core CPU (2026-11-29,
-#: docs/benchmarks.md, "`bundle: auto`"): 0.12-0.13 s a member-epoch against 0.03 s a trial-epoch alone.
-RELAY_S = 0.1
+#: docs/benchmarks.md, "`bundle: auto`"): beside the training, 0.07 s a member-epoch against 0.033 s a
+#: trial-epoch alone.
+RELAY_S = 0.04
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def alone(reason: str) -> BundleSizing:
 class SweepWork:
     """What the prediction needs of the sweep: ``units`` trial-epochs (or steps: ``unit``) expected, each
     ``batches_per_unit`` batches and ``reports_per_unit`` reports, on ``slots`` gangs at once, on a
-    cluster of ``cpus`` CPUs where a new actor starts in ``member_start_s``."""
+    cluster of ``cpus`` CPUs where a new actor starts in ``member_start_s`` and a gang in ``gang_start_s``."""
 
     units: float
     batches_per_unit: float
@@ -96,15 +102,19 @@ class SweepWork:
     slots: int
     cpus: float
     member_start_s: float
+    #: How long a gang's rank takes to start and have its first bundle ready (the probe's).
+    gang_start_s: float = 0.0
     unit: str = "epoch"
 
 
 def predicted_seconds(size: ProbedSize, work: SweepWork) -> float:
     """The sweep's predicted seconds with bundles of ``size`` (see the module's docstring)."""
     training = work.units * size.batch_s * work.batches_per_unit / (size.members * work.slots)
-    relays = work.units * work.reports_per_unit * RELAY_S / work.slots if size.members > 1 else 0.0
-    starts = (size.members - 1) * work.slots * work.member_start_s / max(work.cpus, 1.0)
-    return training + relays + starts
+    if size.members == 1:
+        return training
+    relays = work.units * work.reports_per_unit * RELAY_S / work.slots
+    actors = (size.members - 1) * work.slots * work.member_start_s / max(work.cpus, 1.0)
+    return training + relays + actors + GATHER_S + work.gang_start_s
 
 
 def choose(sizes: list[ProbedSize], work: SweepWork, memory_bytes: int = 0, probe_s: float = 0.0) -> BundleSizing:
@@ -126,7 +136,8 @@ def choose(sizes: list[ProbedSize], work: SweepWork, memory_bytes: int = 0, prob
     )
     reason = (
         f"{verdict} ({work.units:g} trial-{work.unit}s expected on {work.slots} gang(s); a bundle's {work.unit} "
-        f"by its members, {timing}{limit}; an actor starts in {work.member_start_s:.2f} s); measured in "
+        f"by its members, {timing}{limit}; an actor starts in {work.member_start_s:.2f} s, a gang in "
+        f"{work.gang_start_s:.1f} s); measured in "
         f"{probe_s:.1f} s"
     )
     return BundleSizing(best.members, reason, list(sizes), predicted, work.member_start_s, probe_s)
@@ -154,7 +165,9 @@ def measure(
     r = spec.resources
     probe: Any = ray.remote(num_cpus=r.cpus_per_worker, num_gpus=r.gpus_per_worker)(run_probe)
     device_type = "cuda" if r.gpus_per_worker > 0 else "cpu"
-    sizes, batches_per_epoch, memory_bytes = ray.get(probe.remote(first, counts, device_type))
+    submitted = time.time()  # wall clocks: the probe may run on another node
+    sizes, batches_per_epoch, memory_bytes, entered, ready_s = ray.get(probe.remote(first, counts, device_type))
+    gang_start_s = max(entered - submitted, 0.0) + ready_s
     unit, every = spec.scheduler.time_unit, first.settings.report_every_steps
     steps_per_epoch = batches_per_epoch / first.settings.grad_accum_steps
     if unit == "epoch":
@@ -162,7 +175,9 @@ def measure(
     else:
         batches_per_unit = first.settings.grad_accum_steps
         reports_per_unit = 1 / every if every else 1 / steps_per_epoch
-    work = SweepWork(work_units, batches_per_unit, reports_per_unit, slots, cluster.cpus, one_actor_start_s(), unit)
+    work = SweepWork(
+        work_units, batches_per_unit, reports_per_unit, slots, cluster.cpus, one_actor_start_s(), gang_start_s, unit
+    )
     return choose(sizes, work, memory_bytes, time.perf_counter() - started)
 
 
@@ -171,10 +186,12 @@ def run_probe(
     counts: list[int],
     device_type: str = "cpu",
     batches: tuple[int, int] = (WARMUP_BATCHES, PROBE_BATCHES),
-) -> tuple[list[ProbedSize], int, int]:
+) -> tuple[list[ProbedSize], int, int, float, float]:
     """Each of ``counts`` members in one bundle of ``config``'s trial, warmed then timed over
     ``batches`` (untimed, timed); stops at the first size whose peak memory is above the GPU share.
-    Returns the sizes, the batches of one epoch, and the rank's share of its GPU in bytes (0 on a CPU)."""
+    Returns the sizes, the batches of one epoch, the rank's share of its GPU in bytes (0 on a CPU), when
+    this function began (``time.time()``) and the seconds it took to have its first bundle ready."""
+    entered, began = time.time(), time.perf_counter()
     import torch
 
     from tune_service.training.fused import setup_bundle
@@ -186,13 +203,14 @@ def run_probe(
         torch.cuda.set_device(device)
         share = int(torch.cuda.get_device_properties(device).total_memory * min(config.gpus_per_rank or 1.0, 1.0))
     sizes: list[ProbedSize] = []
-    per_epoch = 1
+    per_epoch, ready_s = 1, 0.0
     warmup, timed = batches
     for members in counts:
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
         run = setup_bundle([config] * members, device)
+        ready_s = ready_s or time.perf_counter() - began
         per_epoch = max(len(run.loaders.train), 1)
         _train_batches(run, warmup)
         if cuda:
@@ -206,7 +224,7 @@ def run_probe(
         del run
         if share and peak > MEMORY_USE * share:
             break  # a larger bundle would not fit either
-    return sizes, per_epoch, share
+    return sizes, per_epoch, share, entered, ready_s
 
 
 def _train_batches(run: Any, count: int) -> int:
