@@ -164,7 +164,7 @@ def test_bundle_auto_measures_the_first_trial_and_trains_at_the_size_it_chose(ra
     # The probe timed the first trial's bundle at each size up to the trials the one gang has (3: 1 and 2),
     # where its rank would train, and predicted the sweep at each.
     assert [s["members"] for s in sizing["sizes"]] == [1, 2] and all(s["batch_s"] > 0 for s in sizing["sizes"])
-    assert set(sizing["predicted_s"]) == {"1", "2"} and sizing["member_start_s"] > 0
+    assert set(sizing["predicted_s"]) == {"1", "2"} and sizing["member_start_s"] > 0 and sizing["gang_start_s"] > 0
     best = min(sizing["predicted_s"], key=lambda k: (sizing["predicted_s"][k], int(k)))
     assert sizing["members"] in (1, int(best))  # the least predicted time, or alone within MIN_GAIN
     assert f"bundle auto  {sizing['reason']}" in capsys.readouterr().out  # printed with the plan

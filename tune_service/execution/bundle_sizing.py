@@ -76,6 +76,7 @@ class BundleSizing:
     #: Each size's predicted seconds of training, relays and starting its members' actors, by size.
     predicted_s: dict[int, float] = field(default_factory=dict)
     member_start_s: float = 0.0
+    gang_start_s: float = 0.0
     probe_s: float = 0.0
 
     def describe(self) -> str:
@@ -137,10 +138,9 @@ def choose(sizes: list[ProbedSize], work: SweepWork, memory_bytes: int = 0, prob
     reason = (
         f"{verdict} ({work.units:g} trial-{work.unit}s expected on {work.slots} gang(s); a bundle's {work.unit} "
         f"by its members, {timing}{limit}; an actor starts in {work.member_start_s:.2f} s, a gang in "
-        f"{work.gang_start_s:.1f} s); measured in "
-        f"{probe_s:.1f} s"
+        f"{work.gang_start_s:.1f} s); measured in {probe_s:.1f} s"
     )
-    return BundleSizing(best.members, reason, list(sizes), predicted, work.member_start_s, probe_s)
+    return BundleSizing(best.members, reason, list(sizes), predicted, work.member_start_s, work.gang_start_s, probe_s)
 
 
 def candidate_sizes(num_trials: int, slots: int) -> list[int]:
