@@ -122,9 +122,9 @@ def choose(sizes: list[ProbedSize], work: SweepWork, memory_bytes: int = 0, prob
     """The bundle size of the least predicted time among ``sizes`` (the first is one member alone), a
     bundle only where it gains at least :data:`MIN_GAIN` over each trial alone; ``memory_bytes``: the
     rank's share of its GPU (0: a CPU rank, no memory limit)."""
-    fitting = [s for s in sizes if not memory_bytes or s.peak_bytes <= MEMORY_USE * memory_bytes]
+    one = sizes[0]  # alone is what runs when no bundle fits, so it is always a candidate
+    fitting = [one, *(s for s in sizes[1:] if not memory_bytes or s.peak_bytes <= MEMORY_USE * memory_bytes)]
     predicted = {s.members: predicted_seconds(s, work) for s in fitting}
-    one = sizes[0]
     best = min(fitting, key=lambda s: (predicted[s.members], s.members))
     if predicted[best.members] > (1 - MIN_GAIN) * predicted[one.members]:
         best = one

@@ -60,6 +60,12 @@ def test_on_a_gpu_no_size_above_its_share_of_memory_is_taken():
     assert "1 size(s) above 90% of the GPU share" in sizing.reason
 
 
+def test_a_trial_above_its_gpu_share_alone_is_chosen_alone_not_refused():
+    sizes = [ProbedSize(1, 0.010, 95), ProbedSize(2, 0.011, 120)]  # even one member is above 0.9 x 100
+    sizing = choose(sizes, work(1000), memory_bytes=100)
+    assert sizing.members == 1 and set(sizing.predicted_s) == {1}
+
+
 @pytest.mark.parametrize("trials, slots, sizes", [(64, 2, [1, 2, 4, 8, 16]), (8, 2, [1, 2, 4]), (3, 2, [1, 2]),
                                                   (1, 4, [1])])
 def test_the_probe_tries_powers_of_two_up_to_the_trials_each_gang_has(trials, slots, sizes):
