@@ -1,7 +1,8 @@
 """Every private name of Ray that tune-service relies on, in one place, with why.
 
 Ray's public API does not cover a few things the service must do (rebuild a scheduler's brackets after
-a crash, start an embedded Ray on loopback with token auth, start trial actors on Ray's ready workers).
+a crash, start an embedded Ray on loopback with token auth, start trial actors on Ray's ready workers,
+let ended trials leave Tune's controller).
 Each private name those need is listed in :data:`INTERNALS`; ``tests/unit/test_ray_internals.py``
 checks every one against the installed Ray and fails naming it when Ray changes. Code that uses one
 at run time goes through :func:`private` (an attribute that must be there), never ``getattr`` with a
@@ -44,6 +45,8 @@ _HYPERBAND = "ray.tune.schedulers.hyperband:HyperBandScheduler"
 _BRACKET = "ray.tune.schedulers.hyperband:_Bracket"
 _BRACKET_WHY = "ResumedHyperBand replays a restored bracket's halvings"
 _STATE_SAVES = "ray.tune.execution.experiment_state:_ExperimentCheckpointManager"
+_CONTROLLER = "ray.tune.execution.tune_controller:TuneController"
+_RETIRING_WHY = "an ended trial's entry is removed once the service's own records hold the trial"
 
 INTERNALS: tuple[Internal, ...] = (
     # Schedulers: our HyperBand subclasses, and their rebuild after a crash.
@@ -75,7 +78,7 @@ INTERNALS: tuple[Internal, ...] = (
         for name in ("_n0", "_cumul_r", "_halves", "_live_trials")
     ),
     Internal(
-        "ray.tune.execution.tune_controller:TuneController",
+        _CONTROLLER,
         "_mark_trial_to_checkpoint",
         "search.hyperband",
         "a trial stopped while paused is saved as stopped (Tune saves only trials whose actor it stops)",
@@ -139,6 +142,33 @@ INTERNALS: tuple[Internal, ...] = (
             ("_checkpoint_period", True),
         )
     ),
+    # Ended trials leave Tune's controller (execution.retiring): the driver does not grow with the history.
+    Internal(
+        _CONTROLLER,
+        "step",
+        "execution.retiring",
+        "each step of Tune's loop ends with the ended trials let go of (public, but replaced while a sweep runs)",
+    ),
+    *(
+        Internal(_CONTROLLER, name, "execution.retiring", _RETIRING_WHY, instance=True)
+        for name in (
+            "_trials",
+            "_trial_metadata",
+            "_trials_to_cache",
+            "_stopped_trials",
+            "_failed_trials",
+            "_callbacks",
+            "_trial_to_actor",
+            "_actor_to_trial",
+        )
+    ),
+    Internal("ray.tune.callback:CallbackList", "_callbacks", "execution.retiring", _RETIRING_WHY, instance=True),
+    *(
+        Internal("ray.tune.progress_reporter:TrialProgressCallback", name, "execution.retiring", _RETIRING_WHY, True)
+        for name in ("_last_print", "_last_print_iteration", "_completed_trials", "_last_result_str")
+    ),
+    Internal("ray.tune.logger.json:JsonLoggerCallback", "_trial_configs", "execution.retiring", _RETIRING_WHY, True),
+    Internal("ray.tune.logger.csv:CSVLoggerCallback", "_trial_continue", "execution.retiring", _RETIRING_WHY, True),
     # Population-based training: a resumed population goes on from its journal (search.population).
     Internal(
         "ray.tune.schedulers.pbt:PopulationBasedTraining",

@@ -21,6 +21,7 @@ from tune_service.training.context import LocalContext
 from tune_service.training.loop import fit
 from tune_service.training.trial_config import TrialConfig
 from driver_process import signal_driver_when
+from test_driver_crash import saved_trials
 from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
@@ -88,17 +89,6 @@ def checkpointed_epochs(experiment: Path) -> list[int]:
     """The epoch of each trial's newest checkpoint, for the trials that have one."""
     reports = [checkpointed_report(str(d)) for d in experiment.glob("trial_*")]
     return [r["epoch"] for r in reports if r is not None]
-
-
-def saved_trials(experiment: Path) -> int:
-    """How many trials the last complete copy of Tune's saved state holds."""
-    import json
-
-    try:
-        state = json.loads(max((experiment / ".last_good").glob("experiment_state-*.json")).read_text())
-    except (ValueError, OSError):
-        return 0
-    return len(state.get("trial_data", []))
 
 
 def nothing_deleted_yet(experiment: Path) -> bool:

@@ -15,6 +15,7 @@ import tune_service
 from tune_service import cli
 from tune_service.experiment.checkpoints import checkpointed_report, newest_checkpoint
 from tune_service.experiment.stand_ins import STAND_IN_FILE
+from tune_service.results import sweep_result
 from tune_service.tasks.digits import load_digits_tensors
 from driver_process import command_line, signal_driver_when, still_running
 
@@ -107,12 +108,15 @@ def test_a_driver_killed_with_sigkill_resumes_to_the_decisions_it_would_have_mad
 
 
 def saved_trials(experiment: Path) -> int:
-    """How many trials the last complete copy of Tune's saved state holds."""
+    """How many trials the sweep's records hold: the last complete copy of Tune's saved state (the trials not
+    ended, and ended ones Tune still held) and ``ended_trials.jsonl`` (a trial that ended leaves Tune's
+    controller under FIFO and ASHA: tune_service.execution.retiring)."""
     try:
         state = json.loads(max((experiment / ".last_good").glob("experiment_state-*.json")).read_text())
     except (ValueError, OSError):  # none yet (max of nothing), or being replaced
         return 0
-    return len(state["trial_data"])
+    held = {(json.loads(t) if isinstance(t, str) else t)["trial_id"] for t, _ in state["trial_data"]}
+    return len(held | {t.trial_id for t in sweep_result.read_ended(experiment / "ended_trials.jsonl")})
 
 
 def creation_order(experiment: Path) -> list[str]:

@@ -91,15 +91,23 @@ def _checkpoint_epochs(env, experiment: str) -> dict[float, int]:
 
 
 def _saved_trials(env, experiment: str) -> int:
-    """How many trials Tune's newest state in the bucket holds."""
-    states = sorted(k for k in _keys(env, experiment) if k.rsplit("/", 1)[-1].startswith("experiment_state-"))
+    """How many trials the sweep's records in the bucket hold: Tune's newest state (the trials not ended)
+    and ``ended_trials.jsonl`` (an ended trial leaves Tune's controller: tune_service.execution.retiring)."""
+    keys = _keys(env, experiment)
+    states = sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith("experiment_state-"))
     if not states:
         return 0
     with _s3(env).open_input_stream(states[-1]) as stream:
         try:
-            return len(json.loads(stream.readall())["trial_data"])
+            trials = json.loads(stream.readall())["trial_data"]
         except ValueError:
             return 0
+    held = {(json.loads(t) if isinstance(t, str) else t)["trial_id"] for t, _ in trials}
+    ended = set()
+    if f"{experiment}/ended_trials.jsonl" in keys:
+        with _s3(env).open_input_stream(f"{experiment}/ended_trials.jsonl") as stream:
+            ended = {json.loads(line)["trial_id"] for line in stream.readall().decode().splitlines() if line.strip()}
+    return len(held | ended)
 
 
 def _trials_with_results(env, experiment: str) -> int:

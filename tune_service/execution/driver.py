@@ -22,6 +22,7 @@ from tune_service.execution.gang import GangSettings
 from tune_service.execution.plan import SweepPlan, plan_sweep
 from tune_service.execution.program_trial import ProgramTrial
 from tune_service.execution.resources import from_ray
+from tune_service.execution.retiring import RetiredTrials, retires, retiring
 from tune_service.execution.stopping import FailureBudget, SweepTimeLimit, TrialTimeLimit, check_main_thread
 from tune_service.execution.sweep_trial import SweepTrial
 from tune_service.execution.termination import Termination
@@ -33,7 +34,7 @@ from tune_service.experiment.remote import RemoteExperiment, is_remote
 from tune_service.ray_internals import private, set_tune_trial_environment
 from tune_service.results.lineage import with_lineage
 from tune_service.results import sweep_result as results
-from tune_service.results.progress import SweepProgress
+from tune_service.results.progress import ENDED, SweepProgress
 from tune_service.search import registry
 from tune_service.search.continued import ContinuedSearch, RunningTrialsReconciled
 from tune_service.search.population_journal import PopulationHistory, read_history
@@ -401,7 +402,7 @@ def _execute(
     tracker = tracking.create_tracker(spec, experiment_dir.name, experiment_dir)
     statuses = FinalStatuses(experiment_dir.name)
     state_keeper = last_good.LastGoodState(experiment_dir)
-    progress = budget = timer = broker = reconciled = None
+    progress = budget = timer = broker = reconciled = retired = None
     try:
         cluster = from_ray()
         # gpus_per_worker: auto and execution.bundle: auto measured, then the concurrency
@@ -446,14 +447,22 @@ def _execute(
         ends = [callback for callback in (budget, timer) if callback is not None]
         # a resumed searcher counts as running only the trials Tune restored unfinished
         reconciled = RunningTrialsReconciled(f"{experiment_dir.name}/running", plan.searcher)
-        callbacks = [statuses, state_keeper, reconciled, progress, *ends] + ([tracker] if tracker else [])
+        # under FIFO and ASHA a trial that has ended leaves Tune's controller: the driver stays flat
+        if retires(spec):
+            uploaded = (lambda: remote.log_uploaded) if remote is not None else (lambda: True)
+            retired = RetiredTrials(experiment_dir.name, progress, statuses, uploaded)
+        callbacks: list[Any] = [statuses, state_keeper, reconciled, progress, *ends]
+        callbacks += [c for c in (retired, tracker) if c is not None]
         recorded = None
         if restore:
             last_good.reinstate(experiment_dir)  # over a state file that a killed driver left half-copied
             # where Tune's state may name a checkpoint its num_to_keep deleted before the driver died
             stand_ins.put_stand_ins(*trials_stored)
             recorded = replay.read_recorded(
-                experiment_dir, (remote.filesystem, remote.path) if remote else None, spec.scheduler.time_attr
+                experiment_dir,
+                (remote.filesystem, remote.path) if remote else None,
+                spec.scheduler.time_attr,
+                ended={t.trial_id for t in previous.trials if t.status in ENDED} if previous else frozenset(),
             )
         broker_name = None
         if plan.bundle_size > 1:
@@ -491,6 +500,7 @@ def _execute(
             _ray_logs_quiet(verbose < VERBOSE_RAY, experiment_dir / layout.DRIVER_LOG_FILE),
             ready_workers,
             state_saves.saves_on_their_period(),
+            retiring() if retired is not None else contextlib.nullcontext(),
             view or contextlib.nullcontext(),
         ):
             grid = tuner.fit()
@@ -499,7 +509,7 @@ def _execute(
         # A trial Tune terminated without completing it (the sweep ended by a limit, as Ctrl+C ends it)
         # is still running for our progress: it was cut, and resume continues it.
         cut = statuses.unfinished | {t.trial_id for t in progress.running}
-        outcome = results.collect(
+        held = results.collect(  # the trials Tune still holds; those that left it are in the progress's log
             grid,
             str(experiment_dir),
             spec.metric.name,
@@ -509,7 +519,9 @@ def _execute(
             time_unit=spec.scheduler.time_unit,
             objectives=spec.objective_modes,
             constraints=spec.constraints,
+            numbers=statuses.numbers,
         )
+        outcome = progress.final(held)
         outcome = with_lineage(outcome, progress.exploited)  # PBT's exploits, which only the progress saw
         outcome = replace(outcome, extra={**outcome.extra, "max_t": spec.scheduler.max_t, "rungs": list(plan.rungs)})
         if termination.signal_name is not None:
@@ -544,7 +556,7 @@ def _execute(
         lock.release()
         statuses.release()
         state_keeper.release()
-        for callback in (progress, budget, timer, reconciled):
+        for callback in (progress, budget, timer, reconciled, retired):
             if callback is not None:
                 callback.release()
         if tracker is not None:

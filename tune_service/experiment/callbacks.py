@@ -13,6 +13,8 @@ from typing import Any
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 
+from tune_service.experiment.layout import creation_number
+
 _LIVE: dict[str, Callback] = {}
 #: Tune's statuses of a trial that has ended, for good or with an error (as search.hyperband's _ENDED).
 _FINISHED = (Trial.TERMINATED, Trial.ERROR)
@@ -54,9 +56,12 @@ class FinalStatuses(DriverCallback):
         self._known: set[str] = set()  # every trial id the steps have read
         self._seen = 0  # the length of Tune's list of trials at the last step's end
         self.unfinished: set[str] = set()
+        #: The unfinished trials' numbers (:func:`creation_number`), by id, once the experiment has ended.
+        self.numbers: dict[str, int | None] = {}
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        # Tune appends a new trial to its list and never removes one, but a trial it requeues after a
+        # Tune appends a new trial to its list and never removes one (the service's retiring removes
+        # ended ones after this step, and says how many: left()), but a trial it requeues after a
         # failure moves to the end, behind any added before it: the new ones are the unknown ones among
         # the last, as many as the list grew by.
         added, index = len(trials) - self._seen, len(trials)
@@ -72,5 +77,13 @@ class FinalStatuses(DriverCallback):
             if trial.status in _FINISHED:
                 del self._open[trial_id]
 
+    def left(self, count: int) -> None:
+        """``count`` ended trials, which the last step read, have left Tune's list
+        (:mod:`~tune_service.execution.retiring`)."""
+        self._seen -= count
+
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.unfinished = set(self._open)
+        self.numbers = {
+            trial_id: creation_number(getattr(trial, "experiment_tag", None)) for trial_id, trial in self._open.items()
+        }

@@ -177,3 +177,10 @@ def trial_of_path(path: str) -> str | None:
         if part.startswith(TRIAL_DIR_PREFIX):
             return part[len(TRIAL_DIR_PREFIX) :]
     return None
+
+
+def creation_number(experiment_tag: Any) -> int | None:
+    """A trial's number in its sweep (from 1, in the order Tune's searcher created the trials): the count
+    its ``experiment_tag`` starts with; None where it has none."""
+    number = str(experiment_tag or "").partition("_")[0]
+    return int(number) if number.isdigit() else None

@@ -148,6 +148,11 @@ class RemoteExperiment:
     def tick(self, progress: Any) -> None:
         self._upload_log_when_due()
 
+    @property
+    def log_uploaded(self) -> bool:
+        """Whether the bucket's log of ended trials holds every trial the mirror's does."""
+        return not self._log_behind
+
     def _upload_log_when_due(self) -> None:
         now = time.monotonic()
         if self._log_behind and now - self._log_uploaded_at >= LOG_UPLOAD_PERIOD_S:

@@ -34,6 +34,10 @@ class _FromStorageOnce:
         self._copied.add((file_name, trial.trial_id))
         private(super(), "_restore_from_remote")(file_name, trial)
 
+    def forget_trial(self, trial: Any) -> None:
+        """``trial`` has ended and left Tune's controller (:mod:`~tune_service.execution.retiring`)."""
+        self._copied = {(name, trial_id) for name, trial_id in self._copied if trial_id != trial.trial_id}
+
     def __getstate__(self) -> dict[str, Any]:
         # Pickled with the Tuner: a resumed sweep's driver starts with none copied.
         return {**self.__dict__, "_copied": set()}

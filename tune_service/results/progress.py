@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from tune_service.experiment.callbacks import DriverCallback
 from tune_service.redaction import redact_text
-from tune_service.experiment.layout import ENDED_TRIALS_FILE
+from tune_service.experiment.layout import ENDED_TRIALS_FILE, creation_number
 from tune_service.experiment.saving import FailingSaves
 from tune_service.results.lineage import exploit_of
 from tune_service.results.sweep_result import (
@@ -35,6 +35,7 @@ from tune_service.results.sweep_result import (
     TrialRecord,
     append_ended,
     best_trial,
+    in_creation_order,
     ranking_entry,
     one_line_error,
     ran_to_its_end,
@@ -135,15 +136,39 @@ class SweepProgress(DriverCallback):
     def last_ended(self) -> TrialRecord | None:
         return self.recently_ended[-1] if self.recently_ended else None
 
+    def saved(self, trial_id: str) -> bool:
+        """Of a trial that Tune has ended: whether its line is in ``ended_trials.jsonl`` (False while a
+        failed write keeps it in memory, to be tried again, or before this callback has heard it end)."""
+        return trial_id not in self.trials and all(t.trial_id != trial_id for t in self._unsaved)
+
     def interrupted(self) -> SweepResult:
         """The sweep as it stands, its running trials ``interrupted``: what a driver that cannot wait for
         Tune to stop writes (:mod:`~tune_service.execution.termination`). Reads the ended trials back."""
+        trials = self._ended_records()
+        for t in self.running:
+            trials[t.trial_id] = replace(t, status="interrupted")
+        return self._result(in_creation_order(trials.values()), {})
+
+    def final(self, held: SweepResult) -> SweepResult:
+        """The sweep's results once Tune's loop has ended: ``held``, what Tune still holds (collected from
+        its ResultGrid), over every trial that ended before (this run's, read back from
+        ``ended_trials.jsonl``, and an earlier run's), in the order the trials were created. Trials that
+        left Tune's controller as they ended (:mod:`~tune_service.execution.retiring`) are in the log only."""
+        trials = self._ended_records()
+        for t in held.trials:  # Tune's own record of a trial it still holds, as before trials retired
+            known = trials.get(t.trial_id)
+            trials[t.trial_id] = t if t.number is not None or known is None else replace(t, number=known.number)
+        ordered = in_creation_order(trials.values())
+        best = best_trial(ordered, held.metric, held.mode, held.objectives, held.constraints)
+        return replace(held, trials=ordered, best=best)
+
+    def _ended_records(self) -> dict[str, TrialRecord]:
+        """Every trial that has ended (an earlier run's, then this run's from the log and those whose line
+        is not written yet), by id; a later record of a trial replaces an earlier one."""
         trials = {t.trial_id: t for t in self._previous}
         trials.update((t.trial_id, t) for t in read_ended(Path(self.experiment_dir) / ENDED_TRIALS_FILE))
         trials.update((t.trial_id, t) for t in self._unsaved)
-        for t in self.running:
-            trials[t.trial_id] = replace(t, status="interrupted")
-        return self._result(tuple(trials.values()), {})
+        return trials
 
     def _result(self, trials: tuple[TrialRecord, ...], extra: dict[str, Any]) -> SweepResult:
         best = best_trial(trials, self.metric, self.mode, self.objectives, self.constraints)
@@ -208,6 +233,7 @@ class SweepProgress(DriverCallback):
             epochs,
             steps=steps if steps is not None else (old.steps if old else None),
             lineage=old.lineage if old else [],
+            number=creation_number(getattr(trial, "experiment_tag", None)),
         )
         self.trials[trial.trial_id] = record
         if record.lineage:

@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence, TypeGuard
+from typing import Any, Iterable, Mapping, Sequence, TypeGuard
 
 import yaml
 
@@ -39,6 +39,7 @@ from tune_service.experiment.layout import (
     SUMMARY_FILE,
     TRIAL_DIR_PREFIX,
     atomic_write,
+    creation_number,
 )
 from tune_service.redaction import redact, redact_text
 from tune_service.results.front import hypervolume, reference_point
@@ -114,6 +115,9 @@ class TrialRecord:
     #: "donor_exploits", "config"}`` (:mod:`~tune_service.results.lineage`); empty for any other trial, and
     #: left out of ``summary.json``.
     lineage: list[dict[str, Any]] = field(default_factory=list)
+    #: The trial's number in its sweep, in the order the trials were created (from 1); None where unknown
+    #: (a summary written before numbers were kept).
+    number: int | None = None
 
     def progress(self, time_unit: str) -> int:
         """How far the trial trained, in the scheduler's ``time_unit``: ``epoch``, ``step``, or ``value``
@@ -426,9 +430,11 @@ def collect(
     time_unit: str = "epoch",
     objectives: list[tuple[str, str]] | None = None,
     constraints: Sequence[ConstraintSpec] = (),
+    numbers: Mapping[str, int | None] | None = None,
 ) -> SweepResult:
-    """Build the :class:`SweepResult` from Tune's ResultGrid, trials in the order they were created;
+    """Build the :class:`SweepResult` from Tune's ResultGrid, trials in Tune's order;
     ``unfinished``: the ids of trials an interrupted sweep left running or pending (``interrupted``);
+    ``numbers``: trials' numbers (:attr:`TrialRecord.number`) by id, for those whose reports do not say;
     ``max_t`` counts ``time_unit``s; ``objectives``: a sweep's several, as ``(name, mode)``; ``constraints``:
     its bounds on reported metrics."""
     trials = []
@@ -440,7 +446,10 @@ def collect(
         epochs, steps = trained([*reports, last])
         error = None if r.error is None else one_line_error(r.error)
         metrics = {k: v for k, v in last.items() if k not in TUNE_KEYS}
-        record = TrialRecord(trial_id, "stopped", plain(r.config or {}), plain(metrics), epochs, error, steps)
+        number = creation_number(last.get("experiment_tag")) or (numbers or {}).get(trial_id)
+        record = TrialRecord(
+            trial_id, "stopped", plain(r.config or {}), plain(metrics), epochs, error, steps, number=number
+        )
         if error:
             status = "failed"
         elif trial_id in unfinished:
@@ -456,6 +465,11 @@ def collect(
         best_trial(trials, metric, mode, objectives, constraints),
         {"time_unit": time_unit, **ranking_entry(objectives or [], constraints)},
     )
+
+
+def in_creation_order(trials: Iterable[TrialRecord]) -> tuple[TrialRecord, ...]:
+    """``trials`` by their numbers; those without one after, in the order given."""
+    return tuple(sorted(trials, key=lambda t: (t.number is None, t.number or 0)))
 
 
 def _trial_id_from_path(path: str | None) -> str:

@@ -19,7 +19,8 @@ Everything else is Ray's ASHA with one bracket: rungs at ``grace_period * eta**k
 ``time_attr`` clock, epochs or optimizer steps), a trial stopped when it reaches ``max_t``, its final
 result recorded in its rung. ``recorded``: for a sweep resumed after its driver died, what the trials
 reported (:func:`tune_service.search.replay.read_recorded`), replayed into the rungs as Tune adds each
-trial back, so the decisions after the resume are those the sweep would have made without the crash.
+trial back (a trial that had ended and left Tune's controller, before the first decision), so the
+decisions after the resume are those the sweep would have made without the crash.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class PromotingASHA(FIFOScheduler):
         self.rungs: dict[float, dict[str, Any]] = {m: {} for m in self.milestones}
         self.stopped = 0
         self._recorded = dict(recorded or {})
+        self._ended_replayed = False
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec) -> bool:
         """Tune's metric and mode, as a scheduler built without them is given them (once)."""
@@ -101,18 +103,30 @@ class PromotingASHA(FIFOScheduler):
 
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         recorded = self._recorded.pop(trial.trial_id, None)
-        if recorded is None:
-            return
-        resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR)
+        if recorded is not None:
+            self._replay(trial.trial_id, recorded, resumes=trial.status not in (Trial.TERMINATED, Trial.ERROR))
+
+    def _replay(self, trial_id: str, recorded: RecordedTrial, resumes: bool) -> None:
         for result in recorded.reported_once(resumes):
             time, entry = result.get(self.time_attr), self._entry(result)
             # As on_trial_result: a result at max_t ends the trial without a decision, a non-finite one unrecorded.
             if entry is not None and not self._finite(entry):
                 break
             if isinstance(time, (int, float)) and entry is not None and time < self.max_t:
-                self._judge(trial.trial_id, time, entry)
+                self._judge(trial_id, time, entry)
+
+    def _replay_ended(self) -> None:
+        """The recorded trials that had ended and that Tune did not add back (they left its controller as
+        they ended: :mod:`~tune_service.execution.retiring`), replayed whole before the first decision:
+        by then Tune has added back every trial it restored."""
+        if self._ended_replayed:
+            return
+        self._ended_replayed = True
+        for trial_id in [i for i, recorded in self._recorded.items() if recorded.ended]:
+            self._replay(trial_id, self._recorded.pop(trial_id), resumes=False)
 
     def on_trial_result(self, tune_controller, trial: Trial, result: dict[str, Any]) -> str:
+        self._replay_ended()
         time, entry = result.get(self.time_attr), self._entry(result)
         if time is None or entry is None:
             return TrialScheduler.CONTINUE
@@ -126,6 +140,7 @@ class PromotingASHA(FIFOScheduler):
         return decision
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict[str, Any]) -> None:
+        self._replay_ended()
         time, entry = result.get(self.time_attr), self._entry(result)
         if time is not None and entry is not None and self._finite(entry):
             self._judge(trial.trial_id, time, entry)  # recorded where it ended

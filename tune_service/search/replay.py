@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from tune_service.experiment.checkpoints import checkpointed_report
 from tune_service.experiment.layout import TIME_ATTR, read_trial_results, trial_results_files
@@ -32,6 +32,8 @@ class RecordedTrial:
     results: tuple[dict[str, Any], ...]
     checkpoint_time: float = 0  # 0: no checkpoint, a resumed attempt starts from the beginning
     time_attr: str = TIME_ATTR
+    #: The trial had ended by the service's records: Tune may not add it back (its controller let it go).
+    ended: bool = False
 
     def reported_once(self, resumes: bool) -> tuple[dict[str, Any], ...]:
         """The results the scheduler saw and will not see again: all of a trial that ended; of a trial
@@ -42,12 +44,16 @@ class RecordedTrial:
 
 
 def read_recorded(
-    experiment_dir: Path, storage: tuple[Any, str] | None = None, time_attr: str = TIME_ATTR
+    experiment_dir: Path,
+    storage: tuple[Any, str] | None = None,
+    time_attr: str = TIME_ATTR,
+    ended: Collection[str] = frozenset(),
 ) -> dict[str, RecordedTrial]:
     """Every trial's recorded results in ``experiment_dir``, by trial id. A line cut off by the crash
     (the last one of a file) is skipped. ``storage``: the experiment's (pyarrow filesystem, path) where
     the trials' checkpoints are, when not in ``experiment_dir`` (remote storage, whose local mirror has none);
-    ``time_attr``: the report key the scheduler counts (``epoch`` or ``step``)."""
+    ``time_attr``: the report key the scheduler counts (``epoch`` or ``step``); ``ended``: the ids of the
+    trials that had ended by the service's records (:attr:`RecordedTrial.ended`)."""
     recorded = {}
     for result_file in trial_results_files(experiment_dir):
         results = tuple(read_trial_results(result_file))
@@ -56,5 +62,6 @@ def read_recorded(
         trial = result_file.parent
         stored = (f"{storage[1]}/{trial.name}", storage[0]) if storage else (str(trial),)
         checkpoint = checkpointed_report(*stored) or {}
-        recorded[results[0]["trial_id"]] = RecordedTrial(results, checkpoint.get(time_attr, 0), time_attr)
+        trial_id = results[0]["trial_id"]
+        recorded[trial_id] = RecordedTrial(results, checkpoint.get(time_attr, 0), time_attr, trial_id in ended)
     return recorded

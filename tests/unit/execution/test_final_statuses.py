@@ -67,3 +67,20 @@ def test_a_trial_added_before_a_requeue_in_the_same_step_is_read():
         assert statuses.unfinished == {"a", "b", "new"}
     finally:
         statuses.release()
+
+
+def test_trials_that_left_tunes_list_after_a_step_do_not_hide_the_ones_added_next():
+    """Under FIFO and ASHA the service takes ended trials out of Tune's list after each step
+    (tune_service.execution.retiring) and says how many: the trials added at the next step are read."""
+    statuses = FinalStatuses("exp-left")
+    try:
+        trials = [Trial("a", "TERMINATED"), Trial("b", "RUNNING")]
+        statuses.on_step_end(0, trials)
+        del trials[0]
+        statuses.left(1)
+        trials.append(Trial("c"))
+        statuses.on_step_end(1, trials)
+        statuses.on_experiment_end(trials)
+        assert statuses.unfinished == {"b", "c"}
+    finally:
+        statuses.release()

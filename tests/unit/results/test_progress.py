@@ -168,3 +168,32 @@ def test_a_sweep_by_steps_counts_its_trials_in_steps(tmp_path):
         "aaa": ("completed", 1, 300), "bbb": ("stopped", 0, 100)}
     board = sweep_result.load(tmp_path).leaderboard().splitlines()
     assert board[0].split()[:4] == ["rank", "trial", "status", "steps"] and board[1].split()[3] == "300"
+
+
+def numbered(trial_id: str, lr: float, number: int) -> Trial:
+    t = trial(trial_id, lr)
+    t.experiment_tag = f"{number}_lr={lr}"  # as Tune's searcher tags the trials it creates
+    return t
+
+
+def test_the_final_results_hold_the_trials_that_left_tune_read_back_in_the_order_they_were_created(tmp_path):
+    """The trials that ended and left Tune's controller (tune_service.execution.retiring) are in the final
+    results from the log, those Tune still holds from Tune, all in the order they were created."""
+    earlier = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
+        sweep_result.TrialRecord("old", "completed", {"lr": 0.1}, {"val_accuracy": 0.7}, 3, number=1),))
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=4, previous=earlier)
+    late, early, held = numbered("late", 0.3, 4), numbered("early", 0.2, 2), numbered("held", 0.4, 3)
+    for t, accuracy in ((late, 0.9), (early, 0.8)):  # ended in the other order than created
+        progress.on_trial_start(0, [], t)
+        report(progress, t, 3, accuracy)
+        progress.on_trial_complete(0, [], t)
+    assert progress.saved("late") and progress.saved("early")
+    tune_held = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
+        sweep_result.TrialRecord("held", "interrupted", {"lr": 0.4}, {"val_accuracy": 0.5}, 1, number=3),
+        sweep_result.TrialRecord("early", "completed", {"lr": 0.2}, {"val_accuracy": 0.8}, 3),
+    ), extra={"time_unit": "epoch"})
+    outcome = progress.final(tune_held)
+    assert [(t.trial_id, t.number, t.status) for t in outcome.trials] == [
+        ("old", 1, "completed"), ("early", 2, "completed"), ("held", 3, "interrupted"), ("late", 4, "completed")]
+    assert outcome.best.trial_id == "late"  # among the trials only the log holds
+    assert outcome.extra == {"time_unit": "epoch"}

@@ -123,6 +123,32 @@ def test_a_resumed_asha_holds_the_rungs_of_an_asha_that_never_stopped(unit):
 
 
 
+def test_a_resumed_asha_replays_the_ended_trials_tune_did_not_add_back_before_its_first_decision():
+    """Under ASHA an ended trial leaves Tune's controller (tune_service.execution.retiring): a resumed Tune
+    adds back only "d", which was running. The ended ones, marked so by the service's records, enter the
+    rungs before the first decision, as they would have had Tune added them back."""
+    recorded = {}
+    for trial_id, time, score in HISTORY:
+        recorded.setdefault(trial_id, []).append({**at("epoch", time, score), "trial_id": trial_id})
+    ended = {k: RecordedTrial(tuple(v), checkpoint_time=2 if k == "d" else 4, ended=k != "d")
+             for k, v in recorded.items()}
+    added_back = scheduler("epoch", ended)
+    for trial_id in "dcba":
+        added_back.on_trial_add(None, trial(trial_id, Trial.PENDING if trial_id == "d" else Trial.TERMINATED))
+    retired = scheduler("epoch", ended)
+    retired.on_trial_add(None, trial("d", Trial.PENDING))
+    assert all(set(rung) <= {"d"} for rung in retired.rungs.values())  # nothing decided yet
+    d = trial("d", Trial.RUNNING)
+    assert retired.on_trial_result(None, d, at("epoch", 2, 0.95)) == added_back.on_trial_result(
+        None, d, at("epoch", 2, 0.95))
+    assert retired.rungs == added_back.rungs and any(len(rung) > 1 for rung in retired.rungs.values())
+    # Not marked ended (the service's records do not say so), a trial Tune did not add back is not replayed.
+    unmarked = scheduler("epoch", {k: RecordedTrial(v.results, v.checkpoint_time) for k, v in ended.items()})
+    unmarked.on_trial_add(None, trial("d", Trial.PENDING))
+    unmarked.on_trial_result(None, d, at("epoch", 2, 0.95))
+    assert all(set(rung) <= {"d"} for rung in unmarked.rungs.values())
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_value_stops_its_trial_and_never_enters_a_rung(bad):
     """A NaN sorted among numbers falls by its order of arrival: kept in a rung, every later cut there

@@ -1,0 +1,40 @@
+"""Under FIFO and ASHA a trial that has ended leaves Tune's controller (tune_service.execution.retiring):
+the final results read it back from the service's own records, in the order the trials were created, and
+Tune's saved state no longer lists it. Resumes across retired trials: test_driver_crash.py (ASHA's
+decisions after a SIGKILL), test_remote_storage.py (from a bucket), test_bundles.py (FIFO)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tune_service
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
+
+def tune_state_trials(experiment: Path) -> list[str]:
+    """The trial ids that Tune's newest saved state of the experiment lists."""
+    state = json.loads(max(experiment.glob("experiment_state-*.json")).read_text())
+    return [(json.loads(t) if isinstance(t, str) else t)["trial_id"] for t, _ in state["trial_data"]]
+
+
+def test_an_asha_sweep_lets_its_ended_trials_go_and_reports_every_one_in_creation_order(ray_cluster, tmp_path):
+    spec = {
+        "name": "retired", "task": "user_tasks:TinyRegression", "method": "random", "run_cap": 6, "seed": 3,
+        "metric": {"name": "val_loss", "goal": "minimize"},
+        "parameters": {"lr": {"distribution": "log_uniform_values", "min": 0.01, "max": 0.3}, "width": {"value": 2}},
+        "scheduler": {"type": "asha", "max_t": 2, "grace_period": 1, "reduction_factor": 2},
+        "resources": {"workers": 1},
+    }
+    result = tune_service.run(spec, storage=tmp_path, name="retired", verbose=0)
+    experiment = tmp_path / "retired"
+    assert tune_state_trials(experiment) == []  # Tune let go of every trial as it ended
+    assert [t.number for t in result.trials] == [1, 2, 3, 4, 5, 6]
+    assert {t.status for t in result.trials} <= {"completed", "stopped"}
+    assert {t.status for t in result.trials if t.epochs == 2} == {"completed"}
+    assert len({t.trial_id for t in result.trials}) == 6
+    assert tune_service.load_results(experiment).records == result.trials  # as summary.json holds them
+    assert result.best is not None and result.best.trial_id in {t.trial_id for t in result.trials}
