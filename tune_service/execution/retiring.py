@@ -10,7 +10,8 @@ Tune's loop, :class:`RetiredTrials` lets go of every trial that has ended for go
 ``ERROR``; its actor stopped, or reused by a later trial) and whose record the progress has saved:
 
 - the final results read it back from ``ended_trials.jsonl`` (:meth:`SweepProgress.final`);
-- Tune's saved experiment state no longer lists it, so a resume restores only the trials still to run;
+- Tune's saved experiment state no longer lists it, so a resume restores only the trials still to run
+  (and the last trial, which stays while no other is in the controller: Tune's restore needs one);
   the searcher's state and the replayed rungs carry the ended ones.
 
 Only where nothing in Tune's loop needs an ended trial again: under FIFO and ASHA (:func:`retires`).
@@ -77,6 +78,10 @@ class RetiredTrials(DriverCallback):
         trials: list[Any] = private(controller, "_trials")
         actor_of, trial_of = private(controller, "_trial_to_actor"), private(controller, "_actor_to_trial")
         ended = [t for t in trials if _ended(t, actor_of, trial_of) and self.progress.saved(t.trial_id)]
+        if len(ended) == len(trials):
+            # Tune's restore needs a trial in its saved state (it takes the driver's staging directory from
+            # the first): the last one stays until another comes
+            ended = ended[:-1]
         if not ended:
             return
         gone = set(ended)
