@@ -31,12 +31,13 @@ from tune_service.execution.warm_trial import WarmTrial, trial_resources
 from tune_service.experiment import layout, saving, stand_ins, state_saves
 from tune_service.experiment.lock import DriverLock
 from tune_service.experiment.remote import RemoteExperiment, is_remote
+from tune_service.experiment.trial_logs import EndedTrialFiles
 from tune_service.ray_internals import private, set_tune_trial_environment
 from tune_service.results.lineage import with_lineage
 from tune_service.results import sweep_result as results
 from tune_service.results.progress import ENDED, SweepProgress
 from tune_service.search import registry
-from tune_service.search.continued import ContinuedSearch, RunningTrialsReconciled
+from tune_service.search.continued import ContinuedSearch, EndedTrial, RunningTrialsReconciled
 from tune_service.search.population_journal import PopulationHistory, read_history
 from tune_service.search.population_search import PopulationSearch
 from tune_service.spec import SweepSpec, load_spec
@@ -73,13 +74,14 @@ class TunerRecipe:
             self.trainable, param_space=self.param_space, tune_config=self.tune_config, run_config=self.run_config
         )
 
-    def restore(self, experiment_dir: str | os.PathLike):
+    def restore(self, experiment_dir: str | os.PathLike, ended: Mapping[int, EndedTrial] | None = None):
         """The Tuner of an interrupted (or finished) experiment: unfinished trials resume from their
         checkpoints; finished and failed ones stay as they were. The scheduler and the searcher are this
         recipe's (Ray would unpickle the ones saved when the experiment began: a scheduler that knows none
         of its results, and the run_cap the sweep began with); the searcher's state is then restored
         from the experiment, and it creates trials up to the recipe's ``num_samples``
-        (:class:`~tune_service.search.continued.ContinuedSearch`)."""
+        (:class:`~tune_service.search.continued.ContinuedSearch`), rolling forward over ``ended``: the
+        ended trials by number, of which those created after Tune's state was saved are not run again."""
         from ray import tune
 
         tuner = tune.Tuner.restore(
@@ -95,7 +97,9 @@ class TunerRecipe:
         restored.scheduler = self.tune_config.scheduler
         search = self.tune_config.search_alg
         if not isinstance(search, ContinuedSearch):  # a PopulationSearch is one already
-            search = ContinuedSearch(search, self.tune_config.num_samples, self.tune_config.max_concurrent_trials)
+            search = ContinuedSearch(
+                search, self.tune_config.num_samples, self.tune_config.max_concurrent_trials, ended
+            )
         restored.search_alg = search
         restored.max_concurrent_trials = None  # capped inside ContinuedSearch, as Tune caps a searcher
         return tuner
@@ -360,6 +364,19 @@ def _with_larger_run_cap(spec: SweepSpec, run_cap: int) -> SweepSpec:
     return replace(load_spec({**spec.source, "run_cap": run_cap}), directory=spec.directory)
 
 
+def _ended_trials(previous: results.SweepResult | None, recorded: Mapping[str, Any]) -> dict[int, EndedTrial]:
+    """A resumed sweep's ended trials (by the service's records) by number, with what each reported
+    (``recorded``: :func:`~tune_service.search.replay.read_recorded`, by trial id)."""
+    ended = {}
+    for trial in previous.trials if previous else ():
+        if trial.status in ENDED and trial.number is not None:
+            reported = recorded.get(trial.trial_id)
+            ended[trial.number] = EndedTrial(
+                trial.trial_id, trial.config, tuple(reported.results) if reported else (), trial.status == "failed"
+            )
+    return ended
+
+
 def _execute(
     spec: SweepSpec,
     experiment_dir: Path,
@@ -451,7 +468,9 @@ def _execute(
         if retires(spec):
             uploaded = (lambda: remote.log_uploaded) if remote is not None else (lambda: True)
             retired = RetiredTrials(experiment_dir.name, progress, statuses, uploaded)
-        callbacks: list[Any] = [statuses, state_keeper, reconciled, progress, *ends]
+        # an ended trial's result files are in storage before its line is in the log of ended trials
+        ended_files = EndedTrialFiles(f"{experiment_dir.name}/ended_files")
+        callbacks: list[Any] = [statuses, state_keeper, reconciled, ended_files, progress, *ends]
         callbacks += [c for c in (retired, tracker) if c is not None]
         recorded = None
         if restore:
@@ -481,7 +500,9 @@ def _execute(
             bundle_broker=broker_name,
             population_history=population_history,
         )
-        tuner = recipe.restore(remote.uri if remote else experiment_dir) if restore else recipe.create()
+        # trials that ended after Tune's last save of its state are rolled forward, not run again
+        ended = _ended_trials(previous, recorded or {}) if restore and retires(spec) else {}
+        tuner = recipe.restore(remote.uri if remote else experiment_dir, ended) if restore else recipe.create()
         # Tune's newer console output prints its experiment header even at verbose=0; its older one is
         # silent there (our view is the output unless verbose=2 asks for Ray's).
         quiet = {} if verbose >= VERBOSE_RAY else {"RAY_AIR_NEW_OUTPUT": "0"}

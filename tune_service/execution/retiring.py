@@ -14,6 +14,9 @@ Tune's loop, :class:`RetiredTrials` lets go of every trial that has ended for go
   (and the last trial, which stays while no other is in the controller: Tune's restore needs one);
   the searcher's state and the replayed rungs carry the ended ones.
 
+A resumed sweep's first step is preceded by :meth:`RetiredTrials.stop_restored_ended`: Tune's state lags
+behind the service's records, and a trial it restores unfinished may have ended before the driver died.
+
 Only where nothing in Tune's loop needs an ended trial again: under FIFO and ASHA (:func:`retires`).
 HyperBand's brackets and a population's exploits (PBT, PB2) read ended trials through Tune, and keep them.
 
@@ -70,6 +73,20 @@ class RetiredTrials(DriverCallback):
         super().__init__(f"{experiment}/retired")
         self.progress, self.statuses, self.uploaded = progress, statuses, uploaded
         self.retired = 0
+        self._restored_checked = False
+
+    def stop_restored_ended(self, controller: Any) -> None:
+        """Once, before a resumed sweep's first step: the trials that Tune restored unfinished (its state
+        was saved before they ended and the driver was killed) but that the service's records have ended
+        are stopped before they start again (Tune's ``stop_trial``); the searcher hears what they reported
+        (:class:`~tune_service.search.continued.ContinuedSearch`), ASHA replayed them whole."""
+        if self._restored_checked:
+            return
+        self._restored_checked = True
+        trials: list[Any] = private(controller, "_trials")
+        for trial in list(trials):
+            if trial.status == trial.PENDING and self.progress.ended_before(trial.trial_id):
+                controller.stop_trial(trial)
 
     def retire(self, controller: Any) -> None:
         """Let go of ``controller``'s ended trials (after its step, whose callbacks have seen them)."""
@@ -134,10 +151,14 @@ def retiring() -> Iterator[None]:
 
     def stepping(step: Callable[[Any], None]) -> Callable[[Any], None]:
         def step_and_retire(controller: Any) -> None:
+            retired = [
+                c for c in private(private(controller, "_callbacks"), "_callbacks") if isinstance(c, RetiredTrials)
+            ]
+            for callback in retired:
+                callback.stop_restored_ended(controller)
             step(controller)
-            for callback in private(private(controller, "_callbacks"), "_callbacks"):
-                if isinstance(callback, RetiredTrials):
-                    callback.retire(controller)
+            for callback in retired:
+                callback.retire(controller)
 
         return step_and_retire
 

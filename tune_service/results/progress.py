@@ -115,7 +115,7 @@ class SweepProgress(DriverCallback):
         self._previous = tuple(t for t in (previous.trials if previous else ()) if t.status in ENDED)
         for t in self._previous:
             self._count_ended(t)
-        ended = {t.trial_id for t in self._previous}
+        ended = self._previously_ended = frozenset(t.trial_id for t in self._previous)
         for trial_id, lineage in (lineages or {}).items():
             if trial_id not in ended:  # the record is the trial's once it starts again (_update keeps its lineage)
                 self.exploited[trial_id] = TrialRecord(trial_id, "running", {}, {}, 0, lineage=list(lineage))
@@ -135,6 +135,10 @@ class SweepProgress(DriverCallback):
     @property
     def last_ended(self) -> TrialRecord | None:
         return self.recently_ended[-1] if self.recently_ended else None
+
+    def ended_before(self, trial_id: str) -> bool:
+        """Whether the trial had ended in an earlier run of a resumed sweep (by the service's records)."""
+        return trial_id in self._previously_ended
 
     def saved(self, trial_id: str) -> bool:
         """Of a trial that Tune has ended: whether its line is in ``ended_trials.jsonl`` (False while a
@@ -242,6 +246,11 @@ class SweepProgress(DriverCallback):
 
     def _ended(self, record: TrialRecord) -> None:
         self.trials.pop(record.trial_id, None)
+        if record.trial_id in self._previously_ended:
+            # Tune's state, saved before the trial ended and the driver was killed, had it running: it was
+            # stopped before it started again (or went on from its last checkpoint and ended there again,
+            # where ended trials stay in Tune). It is in the records already.
+            return
         self._count_ended(record)
         self._unsaved.append(record)
         if self._ended_saves.attempt(lambda: append_ended(self._unsaved, self.experiment_dir)):

@@ -104,7 +104,9 @@ class PromotingASHA(FIFOScheduler):
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         recorded = self._recorded.pop(trial.trial_id, None)
         if recorded is not None:
-            self._replay(trial.trial_id, recorded, resumes=trial.status not in (Trial.TERMINATED, Trial.ERROR))
+            # a trial the service's records have ended is stopped before it starts again (retiring)
+            resumes = trial.status not in (Trial.TERMINATED, Trial.ERROR) and not recorded.ended
+            self._replay(trial.trial_id, recorded, resumes=resumes)
 
     def _replay(self, trial_id: str, recorded: RecordedTrial, resumes: bool) -> None:
         for result in recorded.reported_once(resumes):

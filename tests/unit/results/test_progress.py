@@ -132,6 +132,23 @@ def test_a_resumed_sweep_keeps_the_trials_its_earlier_run_ended(tmp_path):
     assert loaded.best.trial_id == "cut" and progress.best.trial_id == "cut"
 
 
+def test_a_trial_that_ended_before_a_kill_and_ends_again_on_resume_is_counted_and_logged_once(tmp_path):
+    """Tune's state, saved before "old" ended, had it running: resumed, it ends again from its checkpoint."""
+    earlier = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
+        sweep_result.TrialRecord("old", "stopped", {"lr": 0.1}, {"val_accuracy": 0.9}, 1),
+    ))
+    recorder = Recorder()
+    progress = SweepProgress(tmp_path, "val_accuracy", "max", max_t=3, total=3, previous=earlier,
+                             observers=[recorder])
+    old = trial("old", 0.1)
+    progress.on_trial_start(0, [], old)
+    report(progress, old, 1, 0.9)  # the checkpointed report, delivered again
+    progress.on_trial_complete(0, [], old)
+    assert progress.ended_count == 1 and not progress.running and progress.saved("old")
+    assert not (tmp_path / "ended_trials.jsonl").exists()  # its line is the earlier run's
+    assert ("ended", "old", "stopped") not in recorder.events
+
+
 def test_a_driver_that_cannot_wait_writes_every_trial_read_back_and_the_running_ones_interrupted(tmp_path):
     earlier = sweep_result.SweepResult(str(tmp_path), "val_accuracy", "max", (
         sweep_result.TrialRecord("old", "completed", {"lr": 0.1}, {"val_accuracy": 0.9}, 3),))

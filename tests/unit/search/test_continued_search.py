@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator
 
-from tune_service.search.continued import ContinuedSearch
+from tune_service.search.continued import ContinuedSearch, EndedTrial
 from tune_service.search.searchers import RandomSearch
 from tune_service.spec import load_spec
 
@@ -73,3 +73,32 @@ def test_a_resumed_searcher_counts_as_running_only_the_trials_tune_restored_unfi
         resumed.on_trial_complete("t3", {"val_loss": 0.5})  # the resumed trial ends
         suggested = resumed.suggest("t4")
         assert (suggested is not None) == reconcile  # without: the cap stays full of t2 for good
+
+
+def test_trials_that_ended_after_the_saved_state_are_rolled_forward_not_created_again(caplog):
+    """Trials 1 and 2 ended after the state was saved (it counted none): the restored searcher suggests each
+    again and hears it ended, and Tune's count takes them; trial 2's config is not what the searcher
+    suggests now, so it is told that one failed, with a warning. Nothing is created for either."""
+    import logging
+
+    first = searcher().suggest("a")
+    ended = {1: EndedTrial("t1", first, ({"lr": first["lr"], "val_loss": 0.5},)), 2: EndedTrial("t2", {"lr": 5.0}, ())}
+    resumed = ContinuedSearch(searcher(), total=2, max_concurrent=None, ended=ended)
+    resumed.set_state({"counter": 0, "total_samples": 2, "finished": False, "experiment": None})
+    with caplog.at_level(logging.WARNING, logger="tune_service.search.continued"):
+        assert resumed.create_trial_if_possible({}) is None  # both rolled forward, the total reached
+    assert resumed.rolled_forward == [1, 2] and resumed.get_state()["counter"] == 2 and resumed.is_finished()
+    assert [r.message.split(" ended")[0] for r in caplog.records] == ["resume: trial 2"]
+    uninterrupted = searcher()
+    suggested = [uninterrupted.suggest(trial_id) for trial_id in ("a", "b", "c")]
+    assert resumed.searcher.suggest("next") == suggested[2]  # it suggested twice, as it had
+
+
+def test_a_roll_forward_waits_while_the_searchers_cap_is_full():
+    ended = {2: EndedTrial("t2", {"lr": 0.1}, ())}
+    resumed = ContinuedSearch(searcher(), total=2, max_concurrent=1, ended=ended)
+    resumed.set_state({"counter": 1, "total_samples": 2, "finished": False, "experiment": None})
+    resumed.searcher.suggest("restored")  # trial 1, restored unfinished, holds the one slot
+    assert resumed.create_trial_if_possible({}) is None and resumed.rolled_forward == []
+    resumed.on_trial_complete("restored", {"val_loss": 1.0})
+    assert resumed.create_trial_if_possible({}) is None and resumed.rolled_forward == [2]
