@@ -8,7 +8,8 @@ on the machine's 2 CPUs the trials run one at a time, in the searcher's order. S
 with faults as without, and this checks it, per run:
 
 - every trial ended exactly once: ``ended_trials.jsonl`` holds each trial once, ``--trials`` of them;
-- with all its results: each trial's ``result.json`` holds epochs 1 .. its last once each, no repeat;
+- with all its results: each trial's ``result.json`` holds a report of each of its epochs (a trial whose
+  rank was killed reports its checkpoint's epoch again when it goes on: counted apart);
 - ASHA's decisions identical: trial by trial in creation order, the same config, the same epochs trained
   and the same status as in the run without faults (the share that agree is reported; the target is 1.0);
 - the resumes' times: from the driver's kill to its resumed run's first trial ended.
@@ -183,8 +184,9 @@ def chaos_run(spec_path: Path, storage: Path, trials: int, rank_kill_every: floa
 
 
 def _result_epochs(trial_dir: Path) -> list[int]:
+    """The epochs of the reports in the trial's ``result.json``, in order."""
     lines = (trial_dir / "result.json").read_text().splitlines() if (trial_dir / "result.json").exists() else []
-    return [json.loads(line)["training_iteration"] for line in lines if line.strip()]
+    return [json.loads(line)["epoch"] for line in lines if line.strip()]
 
 
 def outcomes(experiment: Path) -> dict:
@@ -197,11 +199,13 @@ def outcomes(experiment: Path) -> dict:
     numbered = [r for r in result.records if r.number is not None]
     ended = Counter(_ended(experiment))
     by_id = {d.name.removeprefix(layout.TRIAL_DIR_PREFIX): d for d in experiment.glob(f"{layout.TRIAL_DIR_PREFIX}*")}
-    repeated_or_missing = []
+    missing, repeated = [], []
     for record in numbered:
         epochs = _result_epochs(by_id[record.trial_id]) if record.trial_id in by_id else []
-        if epochs != list(range(1, record.epochs + 1)):
-            repeated_or_missing.append({"trial": record.number, "epochs": record.epochs, "result_json": epochs})
+        if set(epochs) != set(range(1, record.epochs + 1)):
+            missing.append({"trial": record.number, "epochs": record.epochs, "result_json": epochs})
+        elif len(epochs) != len(set(epochs)):  # a retried attempt reports its checkpoint's epoch again
+            repeated.append({"trial": record.number, "result_json": epochs})
     return {
         "decisions": {r.number: (round(r.config["quality"], 12), r.epochs, r.status) for r in numbered},
         "trials": len(numbered),
@@ -211,7 +215,8 @@ def outcomes(experiment: Path) -> dict:
         "directories_of_lost_attempts": len(result.records) - len(numbered),
         "ended_once": sum(1 for count in ended.values() if count == 1),
         "ended_more_than_once": sorted(t for t, count in ended.items() if count > 1),
-        "results_not_whole": repeated_or_missing,
+        "results_missing_an_epoch": missing,
+        "results_with_an_epoch_reported_twice": repeated,
         "statuses": dict(Counter(r.status for r in result.records)),
     }
 
