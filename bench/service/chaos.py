@@ -225,9 +225,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=600)
     parser.add_argument("--runs", type=int, default=3, help="chaos runs compared with the one run without faults")
-    parser.add_argument("--rank-kill-every", type=float, default=20.0, help="seconds between two rank kills")
+    parser.add_argument("--rank-kill-every", type=float, default=30.0, help="seconds between two rank kills")
     parser.add_argument("--max-failures", type=int, default=3)
-    parser.add_argument("--keep", metavar="DIR", help="run the experiments in DIR and keep them (default: a temporary one)")
+    parser.add_argument("--keep", metavar="DIR", help="run the experiments in DIR, and keep them")
     parser.add_argument("--results", default=str(RESULTS), help="the JSON file this invocation is appended to")
     args = parser.parse_args()
 
