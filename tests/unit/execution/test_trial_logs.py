@@ -18,7 +18,8 @@ def test_a_trials_file_is_copied_from_storage_at_its_first_start_only(monkeypatc
     copies = []
     # Tune's own copy (the method named in tune_service.ray_internals), recorded instead of run.
     monkeypatch.setattr(tunes, "_restore_from_remote", lambda self, name, trial: copies.append((name, trial.trial_id)))
-    one, other = SimpleNamespace(trial_id="a"), SimpleNamespace(trial_id="b")
+    # trials whose checkpoint Tune's state names (a trial it has none of: test_rolled_forward.py)
+    one, other = SimpleNamespace(trial_id="a", checkpoint="a's"), SimpleNamespace(trial_id="b", checkpoint="b's")
     kept = logger()
     for trial in (one, other, one, one, other):  # started, paused or exploited, started again
         kept._restore_from_remote("result.json", trial)
