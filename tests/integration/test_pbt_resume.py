@@ -66,10 +66,14 @@ def journal(experiment: Path) -> list[str]:
 
 
 def exploits_so_far(experiment: Path) -> int:
-    try:
-        return len((experiment / "pbt_global.txt").read_text().splitlines())
-    except OSError:
-        return 0
+    """The exploits the population's journal holds (its decisions with a donor)."""
+    decided = []
+    for line in journal(experiment):
+        try:
+            decided.append(json.loads(line))
+        except ValueError:  # the line being written
+            continue
+    return sum(1 for decision in decided if decision.get("donor"))
 
 
 def test_a_population_killed_mid_run_resumes_to_the_lineage_and_weights_of_the_uninterrupted_run(
@@ -85,7 +89,9 @@ def test_a_population_killed_mid_run_resumes_to_the_lineage_and_weights_of_the_u
     spec = tmp_path / "population.yaml"
     spec.write_text(yaml.safe_dump(spec_of(records), sort_keys=False))
     experiment = tmp_path / "runs" / "population"
-    # Killed after the first exploit, while the population trains on (whichever trial is running then).
+    # Killed after the first exploit, while the population trains on (whichever trial is running then): read
+    # from the population's journal, which the service writes as it decides (Tune's pbt_global.txt reaches
+    # the experiment with its next state save, and a kill that waited on it once came after the last decision).
     killed = signal_driver_when(spec, tmp_path / "runs", "population", signum=signal.SIGKILL, timeout=300,
                                 ready=lambda: exploits_so_far(experiment) >= 1)
     assert killed.returncode == -signal.SIGKILL, killed.output[-3000:]
