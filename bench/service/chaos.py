@@ -210,9 +210,10 @@ def outcomes(experiment: Path) -> dict:
         "decisions": {r.number: (round(r.config["quality"], 12), r.epochs, r.status) for r in numbered},
         "trials": len(numbered),
         "numbers_repeated": sorted(n for n, count in Counter(r.number for r in numbered).items() if count > 1),
+        "records_without_a_number": len(result.records) - len(numbered),
         # a trial created after Tune's last state save and running at a driver's kill: created again on
-        # resume, its first directory left (docs/how-it-runs.md)
-        "directories_of_lost_attempts": len(result.records) - len(numbered),
+        # resume, its first directory left and read as a lost attempt, not a trial (docs/how-it-runs.md)
+        "directories_of_lost_attempts": len(result.lost_attempts),
         "ended_once": sum(1 for count in ended.values() if count == 1),
         "ended_more_than_once": sorted(t for t, count in ended.items() if count > 1),
         "results_missing_an_epoch": missing,

@@ -74,12 +74,17 @@ class RetiredTrials(DriverCallback):
         self.progress, self.statuses, self.uploaded = progress, statuses, uploaded
         self.retired = 0
         self._restored_checked = False
+        #: Trials Tune restored ended that the service's records lack: they stay in Tune (see below).
+        self._restored_unrecorded: frozenset[str] = frozenset()
 
     def stop_restored_ended(self, controller: Any) -> None:
         """Once, before a resumed sweep's first step: the trials that Tune restored unfinished (its state
         was saved before they ended and the driver was killed) but that the service's records have ended
         are stopped before they start again (Tune's ``stop_trial``); the searcher hears what they reported
-        (:class:`~tune_service.search.continued.ContinuedSearch`), ASHA replayed them whole."""
+        (:class:`~tune_service.search.continued.ContinuedSearch`), ASHA replayed them whole.
+
+        The converse: a trial Tune restored ended whose line the resume did not read (the log in a bucket
+        lags the trials' files) is never retired, so Tune's final results, and the summary, hold it."""
         if self._restored_checked:
             return
         self._restored_checked = True
@@ -87,6 +92,11 @@ class RetiredTrials(DriverCallback):
         for trial in list(trials):
             if trial.status == trial.PENDING and self.progress.ended_before(trial.trial_id):
                 controller.stop_trial(trial)
+        self._restored_unrecorded = frozenset(
+            t.trial_id
+            for t in trials
+            if t.status in (t.TERMINATED, t.ERROR) and not self.progress.ended_before(t.trial_id)
+        )
 
     def retire(self, controller: Any) -> None:
         """Let go of ``controller``'s ended trials (after its step, whose callbacks have seen them)."""
@@ -94,7 +104,13 @@ class RetiredTrials(DriverCallback):
             return
         trials: list[Any] = private(controller, "_trials")
         actor_of, trial_of = private(controller, "_trial_to_actor"), private(controller, "_actor_to_trial")
-        ended = [t for t in trials if _ended(t, actor_of, trial_of) and self.progress.saved(t.trial_id)]
+        ended = [
+            t
+            for t in trials
+            if _ended(t, actor_of, trial_of)
+            and self.progress.saved(t.trial_id)
+            and t.trial_id not in self._restored_unrecorded
+        ]
         if len(ended) == len(trials):
             # Tune's restore needs a trial in its saved state (it takes the driver's staging directory from
             # the first): the last one stays until another comes

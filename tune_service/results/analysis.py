@@ -27,7 +27,8 @@ trial they do not list, or list as running, is read from its directory instead (
 report done before that, ``failed`` when Tune recorded a failure after its last report), which needs
 the sweep's ``sweep.json`` when there is no summary (the metric, the epoch budget). The best trial is
 chosen as in ``sweep_result``: the best last report on the sweep's metric, failed trials and non-finite
-values never; a running trial counts with its last report.
+values never; a running trial counts with its last report. A complete summary lists every trial of the
+sweep: a directory it does not list is a lost attempt (:attr:`SweepResults.lost_attempts`), not a trial.
 
 Only a local experiment directory is read (not one on remote storage).
 """
@@ -153,7 +154,14 @@ class SweepResults:
             (trial_id for trial_id in directories if trial_id not in listed),
             key=lambda trial_id: (_started(reports[trial_id]), trial_id),
         )
-        records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
+        #: The trial directories that a complete ``summary.json`` does not list (it lists every trial of the
+        #: sweep): not trials but the first attempts of trials a killed driver had started after Tune's last
+        #: save of its state, which the resume started again under another id (docs/how-it-runs.md). Left
+        #: on disk, not read. While the summary is partial (the sweep running, or killed), every directory
+        #: is a trial.
+        self.lost_attempts: tuple[str, ...] = () if self.partial else tuple(unlisted)
+        if self.partial:
+            records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
         #: Every trial as a :class:`~tune_service.results.sweep_result.TrialRecord`, as in ``trials``.
         self.records: tuple[TrialRecord, ...] = tuple(records)
         #: The best trial (None while no trial has a finite value of the metric, and for a sweep of

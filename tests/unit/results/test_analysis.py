@@ -70,8 +70,9 @@ def write_trial(experiment: Path, trial_id: str, config: dict, reports: list[dic
     return directory
 
 
-def finished_sweep(experiment: Path) -> dict[str, dict]:
-    """A finished quickstart sweep of three trials: one completed, one stopped by ASHA, one failed."""
+def finished_sweep(experiment: Path, running: bool = False) -> dict[str, dict]:
+    """A finished quickstart sweep of three trials: one completed, one stopped by ASHA, one failed
+    (``running``: its summary partial, as a running sweep's is)."""
     configs = {"aaa": {"lr": 0.01, "hidden": 64, "dropout": 0.1, "batch_size": 32},
                "bbb": {"lr": 0.001, "hidden": 32, "dropout": 0.2, "batch_size": 64},
                "ccc": {"lr": 0.02, "hidden": 128, "dropout": 0.0, "batch_size": 32}}
@@ -86,7 +87,8 @@ def finished_sweep(experiment: Path) -> dict[str, dict]:
               TrialRecord("bbb", "stopped", configs["bbb"], last("bbb"), 1),
               TrialRecord("ccc", "failed", configs["ccc"], last("ccc"), 1, "NonFiniteLoss: epoch 2: train_loss is nan"))
     sweep_result.write(SweepResult(str(experiment), "val_accuracy", "max", trials,
-                                   sweep_result.best_trial(trials, "val_accuracy", "max"), {"max_t": 3}))
+                                   sweep_result.best_trial(trials, "val_accuracy", "max"),
+                                   {"max_t": 3, **({"in_progress": True} if running else {})}))
     layout.write_sweep_file(experiment, quickstart_source(), None)
     return configs
 
@@ -170,7 +172,7 @@ def test_a_running_sweep_without_a_summary_is_read_from_its_trials_directories(t
 
 
 def test_a_partial_summary_is_completed_from_the_trials_directories(tmp_path):
-    finished_sweep(tmp_path)
+    finished_sweep(tmp_path, running=True)
     config = {"lr": 0.03, "hidden": 32, "dropout": 0.0, "batch_size": 64}
     write_trial(tmp_path, "ddd", config, [tune_report("ddd", 1, config, 0.99, timestamp=T0 + 5)])
 
@@ -178,6 +180,21 @@ def test_a_partial_summary_is_completed_from_the_trials_directories(tmp_path):
     assert list(results.trials["trial_id"]) == ["aaa", "bbb", "ccc", "ddd"]
     assert results.trials.set_index("trial_id").loc["ddd", "status"] == "running"
     assert results.best.trial_id == "ddd" and len(results.history) == 6
+    assert results.lost_attempts == ()
+
+
+def test_a_directory_a_complete_summary_does_not_list_is_a_lost_attempt_not_a_trial(tmp_path):
+    # a killed driver's trial started after Tune's last state save, started again under "aaa" on resume
+    finished_sweep(tmp_path)
+    config = {"lr": 0.01, "hidden": 64, "dropout": 0.1, "batch_size": 32}
+    write_trial(tmp_path, "first", config, [tune_report("first", 1, config, 0.99, timestamp=T0 - 5)])
+
+    results = load_results(tmp_path)
+    assert [r.trial_id for r in results.records] == ["aaa", "bbb", "ccc"]
+    assert list(results.trials["trial_id"]) == ["aaa", "bbb", "ccc"]
+    assert set(results.history["trial_id"]) == {"aaa", "bbb", "ccc"}
+    assert results.best.trial_id == "aaa"  # not the lost attempt's better value
+    assert results.lost_attempts == ("first",) and layout.trial_dir(tmp_path, "first").is_dir()  # kept on disk
 
 
 def test_a_trial_a_partial_summary_lists_as_running_is_read_from_its_newer_directory(tmp_path):
