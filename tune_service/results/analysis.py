@@ -139,9 +139,17 @@ class SweepResults:
         records = list(summary.trials) if summary is not None else []
         directories = layout.trial_dirs(self.experiment_dir)
         listed = {r.trial_id for r in records}
+        unlisted = [trial_id for trial_id in directories if trial_id not in listed]
+        #: The trial directories that a complete ``summary.json`` does not list (it lists every trial of the
+        #: sweep): not trials but the first attempts of trials a killed driver had started after Tune's last
+        #: save of its state, which the resume started again under another id (docs/how-it-runs.md). Left
+        #: on disk, not read. While the summary is partial (the sweep running, or killed), every directory
+        #: is a trial.
+        self.lost_attempts: tuple[str, ...] = () if self.partial else tuple(unlisted)
+        read = [*listed, *unlisted] if self.partial else list(listed)
         reports = {
             trial_id: layout.read_trial_results(layout.trial_results_file(self.experiment_dir, trial_id))
-            for trial_id in [*listed, *directories]
+            for trial_id in read
         }
         # A running trial's record in a partial summary is as old as the summary: its directory is newer.
         records = [
@@ -150,17 +158,8 @@ class SweepResults:
             else r
             for r in records
         ]
-        unlisted = sorted(
-            (trial_id for trial_id in directories if trial_id not in listed),
-            key=lambda trial_id: (_started(reports[trial_id]), trial_id),
-        )
-        #: The trial directories that a complete ``summary.json`` does not list (it lists every trial of the
-        #: sweep): not trials but the first attempts of trials a killed driver had started after Tune's last
-        #: save of its state, which the resume started again under another id (docs/how-it-runs.md). Left
-        #: on disk, not read. While the summary is partial (the sweep running, or killed), every directory
-        #: is a trial.
-        self.lost_attempts: tuple[str, ...] = () if self.partial else tuple(unlisted)
         if self.partial:
+            unlisted.sort(key=lambda trial_id: (_started(reports[trial_id]), trial_id))
             records += [self._record_from_files(trial_id, reports[trial_id]) for trial_id in unlisted]
         #: Every trial as a :class:`~tune_service.results.sweep_result.TrialRecord`, as in ``trials``.
         self.records: tuple[TrialRecord, ...] = tuple(records)
