@@ -6,6 +6,7 @@ what the ranks did: their reports, their process ids, what they kept between tri
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 
@@ -200,3 +201,22 @@ def test_on_two_gpus_a_reused_nccl_gang_repeats_a_trial_bit_for_bit(ray_cluster)
         assert len(first.reports) == 2 and again.exact() == first.exact()
     finally:
         gang.shutdown("the test is over")
+
+
+def test_a_gangs_ranks_listen_on_the_nodes_address_only(gang):
+    """torch's own rendezvous store listens on every interface (``::``): any host reaching the machine could
+    join a trial's process group. The gang's rank 0 serves it on the node's address instead."""
+    import ray
+
+    run(gang, trial("digits", epochs=1))
+    node = ray.util.get_node_ip_address()
+    listening = {(c.laddr.ip, c.laddr.port) for pid in pids(gang)
+                 for c in psutil.Process(pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+    assert listening  # the store, at least, and gloo's listeners
+    assert {_unmapped(ip) for ip, _ in listening} == {node}
+
+
+def _unmapped(ip: str) -> str:
+    """``ip``, an IPv4 address an IPv6 socket was bound to (``::ffff:127.0.0.1``) written as IPv4."""
+    address = ipaddress.ip_address(ip.split("%")[0])
+    return str(getattr(address, "ipv4_mapped", None) or address)

@@ -180,6 +180,37 @@ def test_a_program_gets_no_wandb_service_of_another_process(ray_cluster, tmp_pat
     ray.kill(rank)
 
 
+def test_a_two_rank_programs_process_group_meets_at_its_rank_actors_store_on_the_nodes_address_only(
+        ray_cluster, tmp_path):
+    """A program's rank 0 would start torch's own store, which listens on every interface (``::``). As under
+    torchrun, whose agent serves it, rank 0's actor serves the store, on the node's address only, and every
+    rank of the program is its client: a program that started its own would find the port taken."""
+    import ray
+
+    from tune_service.programs.rank import ProgramRank
+
+    ranks = [ray.remote(ProgramRank).options(num_cpus=0).remote(rank, 2, 10.0) for rank in range(2)]
+    master = ray.get(ranks[0].address.remote())
+    program = ("import torch, torch.distributed as dist; dist.init_process_group('gloo'); t = torch.ones(1); "
+               "dist.all_reduce(t); print('sum', int(t.item())); dist.destroy_process_group()")
+    hook = json.dumps({"params": {}, "run": None})
+    ray.get([r.start.remote(["python", "-c", program], str(tmp_path), hook, {}, str(tmp_path), master, rank, 2)
+             for rank, r in enumerate(ranks)])
+    deadline = time.monotonic() + 120
+    while None in (codes := [code for _, code, _ in ray.get([r.poll.remote(0) for r in ranks])]):
+        assert time.monotonic() < deadline, "the program never ended"
+        time.sleep(0.2)
+    logs = [(tmp_path / f"rank_{rank}.log").read_text() for rank in range(2)]
+    assert codes == [0, 0], logs
+    assert all("sum 2" in log for log in logs)
+    store = {c.laddr.ip for child in psutil.Process().children(recursive=True)
+             for c in child.net_connections(kind="inet")
+             if c.status == psutil.CONN_LISTEN and c.laddr.port == master[1]}
+    assert store == {master[0]} and master[0] == ray.util.get_node_ip_address()
+    for r in ranks:
+        ray.kill(r)
+
+
 def test_wandb_hyperband_counts_the_values_of_the_metric_not_the_logs(ray_cluster, tmp_path):
     """W&B's hyperband judges a run at its n-th value of the metric (``run.metric_history``): a script that
     logs per-batch values before each epoch's metric is compared at its 2nd and 4th epoch with

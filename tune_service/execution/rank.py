@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from typing import Any
 
 from tune_service.execution.startup import collector_paused
 from tune_service.experiment.layout import CHECKPOINT_REPORT_FILE
-from tune_service.programs.rank import master_address
+from tune_service.programs import rendezvous
 from tune_service.ray_internals import set_tune_trial_environment
 from tune_service.redaction import redacted_errors, redacted_output
 from tune_service.training.data_cache import DataCache
@@ -149,10 +150,14 @@ class RankWorker:
         self.inbox: queue.Queue = queue.Queue()
         self.trials_run = 0
         self.state: Any = None  # a ProcessState, captured once the process group is up
+        self._listener: socket.socket | None = None  # rank 0's, from address() to join()
 
     def address(self) -> tuple[str, int]:
-        """Where the other ranks find rank 0: :func:`~tune_service.programs.rank.master_address` on this node."""
-        return master_address()
+        """Where the other ranks find rank 0: a port this rank listens on, on this node's address only
+        (:mod:`~tune_service.programs.rendezvous`); :meth:`join` serves the process group's store on it."""
+        self._listener = rendezvous.listen()
+        host, port = self._listener.getsockname()[:2]
+        return host, port
 
     def join(self, master_address: str, master_port: int) -> int:
         """Join the gang's process group (every rank at once); returns this process's id."""
@@ -160,17 +165,27 @@ class RankWorker:
 
         from tune_service.execution.process_state import ProcessState
 
+        listener, self._listener = self._listener, None
         if self.world_size > 1:
+            import ray
+
+            os.environ.update(rendezvous.gloo_interface(ray.util.get_node_ip_address()))
+            if listener is not None:
+                store = rendezvous.serve(listener, self.timeout, self.world_size)
+            else:
+                store = rendezvous.connect(master_address, master_port, self.world_size, self.timeout)
             device_id: dict[str, Any] = {"device_id": self.device} if self.device.type == "cuda" else {}
             dist.init_process_group(
                 self.backend,
-                init_method=f"tcp://{master_address}:{master_port}",
+                store=store,
                 rank=self.rank,
                 world_size=self.world_size,
                 timeout=self.timeout,
                 **device_id,
             )
             dist.barrier()  # every connection made now, not in the first trial's first step
+        elif listener is not None:
+            listener.close()
         self.state = ProcessState()
         _freeze_survivors()
         return os.getpid()

@@ -11,6 +11,7 @@ failure says.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -19,7 +20,9 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
+from tune_service.programs import rendezvous
 from tune_service.ray_internals import set_tune_trial_environment
 
 #: Where the import hook is (put first on the program's PYTHONPATH).
@@ -47,10 +50,20 @@ class ProgramRank:
         self.reports_path: Path | None = None
         self._report_lines: list[str] = []  # rank 0's complete report lines so far
         self._reports_offset = 0  # the bytes of the reports file they came from
+        self._store: Any = None  # rank 0's: the program's process-group store, served while this actor lives
 
     def address(self) -> tuple[str, int]:
-        """Where the other ranks find rank 0 (MASTER_ADDR/PORT): :func:`master_address` on this node."""
-        return master_address()
+        """Where the other ranks find rank 0 (MASTER_ADDR/PORT): the process-group store this actor serves
+        for the program, on this node's address only (:mod:`~tune_service.programs.rendezvous`). With one
+        rank none is served (a program seldom makes a process group of one, and serving one costs this
+        actor torch's import): a free port is named, and such a program's own store listens as torch's does."""
+        listener = rendezvous.listen()
+        host, port = listener.getsockname()[:2]
+        if self.world_size == 1:
+            listener.close()
+        else:
+            self._store = rendezvous.serve(listener, datetime.timedelta(minutes=30))
+        return host, port
 
     def node(self) -> str:
         """The id of this rank's node (ranks on one node share LOCAL_WORLD_SIZE)."""
@@ -97,6 +110,8 @@ class ProgramRank:
                 "GROUP_RANK": "0",
                 "MASTER_ADDR": master[0],
                 "MASTER_PORT": str(master[1]),
+                **(rendezvous.AGENT_STORE_ENVIRONMENT if self.world_size > 1 else {}),
+                **rendezvous.gloo_interface(ray.util.get_node_ip_address()),
                 "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), cwd, *filter(None, [env.get("PYTHONPATH")])]),
                 # ${interpreter} is `python`, found on the PATH: this interpreter, with wandb and torch.
                 "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
@@ -213,18 +228,6 @@ def _recorded_code(exit_path: Path) -> int | None:
         return int(exit_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-
-
-def master_address() -> tuple[str, int]:
-    """This node's address and a free port on it: where the other ranks of a process group find rank 0."""
-    import socket
-
-    import ray
-
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        port = probe.getsockname()[1]
-    return ray.util.get_node_ip_address(), port
 
 
 def _kill_group(group: int) -> None:
