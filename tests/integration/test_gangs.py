@@ -6,7 +6,6 @@ what the ranks did: their reports, their process ids, what they kept between tri
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tune_service.spec import ExecutionSpec, ResourceSpec
 from tune_service.spec.training import TrainingSettings
 from tune_service.tasks import SealedTask, resolve_task
 from tune_service.training.trial_config import TrialConfig
+from addresses import unmapped
 from gang_tasks import InspectedRankWorker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -213,10 +213,4 @@ def test_a_gangs_ranks_listen_on_the_nodes_address_only(gang):
     listening = {(c.laddr.ip, c.laddr.port) for pid in pids(gang)
                  for c in psutil.Process(pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
     assert listening  # the store, at least, and gloo's listeners
-    assert {_unmapped(ip) for ip, _ in listening} == {node}
-
-
-def _unmapped(ip: str) -> str:
-    """``ip``, an IPv4 address an IPv6 socket was bound to (``::ffff:127.0.0.1``) written as IPv4."""
-    address = ipaddress.ip_address(ip.split("%")[0])
-    return str(getattr(address, "ipv4_mapped", None) or address)
+    assert {str(unmapped(ip)) for ip, _ in listening} == {node}

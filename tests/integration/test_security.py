@@ -3,7 +3,6 @@ without its token, and a secret of the environment reaches no file of an experim
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import urllib.error
 import urllib.request
@@ -13,6 +12,7 @@ import pytest
 
 import tune_service
 from tune_service.tracking.naming import run_id
+from addresses import unmapped
 from wandb_files import offline_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
@@ -35,22 +35,16 @@ def _ray_processes():
     return listening
 
 
-def _is_loopback(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%")[0])
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
-    return (mapped or address).is_loopback
-
-
 def test_the_embedded_ray_listens_on_loopback_only(ray_cluster):
     node = ray_cluster._private.worker._global_node
-    assert _is_loopback(node.node_ip_address)
+    assert unmapped(node.node_ip_address).is_loopback
     processes = _ray_processes()
     ports = {port for _, _, sockets in processes.values() for _, port in sockets}
     gcs_port = int(node.gcs_address.rsplit(":", 1)[1])
     dashboard_port = int(node.address_info["webui_url"].rsplit(":", 1)[1])
     assert {gcs_port, dashboard_port, node.node_manager_port} <= ports  # GCS, dashboard, raylet are among them
     public = {(name, ip, port) for name, _, sockets in processes.values() for ip, port in sockets
-              if not _is_loopback(ip)}
+              if not unmapped(ip).is_loopback}
     assert public == set()  # no 0.0.0.0, no ::, no address of the machine
 
 

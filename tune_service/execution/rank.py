@@ -156,8 +156,7 @@ class RankWorker:
         """Where the other ranks find rank 0: a port this rank listens on, on this node's address only
         (:mod:`~tune_service.programs.rendezvous`); :meth:`join` serves the process group's store on it."""
         self._listener = rendezvous.listen()
-        host, port = self._listener.getsockname()[:2]
-        return host, port
+        return rendezvous.address_of(self._listener)
 
     def join(self, master_address: str, master_port: int) -> int:
         """Join the gang's process group (every rank at once); returns this process's id."""

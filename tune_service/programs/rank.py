@@ -58,10 +58,12 @@ class ProgramRank:
         rank none is served (a program seldom makes a process group of one, and serving one costs this
         actor torch's import): a free port is named, and such a program's own store listens as torch's does."""
         listener = rendezvous.listen()
-        host, port = listener.getsockname()[:2]
+        host, port = rendezvous.address_of(listener)
         if self.world_size == 1:
             listener.close()
         else:
+            # Without a world size the store does not wait for its members; the timeout bounds only what
+            # this actor would ask of the store itself, which is nothing: any long one does.
             self._store = rendezvous.serve(listener, datetime.timedelta(minutes=30))
         return host, port
 

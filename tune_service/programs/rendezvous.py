@@ -33,6 +33,12 @@ def listen() -> socket.socket:
     return socket.create_server((address, 0), family=family, backlog=128)
 
 
+def address_of(listener: socket.socket) -> tuple[str, int]:
+    """The host and port ``listener`` is bound to (an IPv6 socket's name also carries flow and scope)."""
+    host, port = listener.getsockname()[:2]
+    return host, port
+
+
 def gloo_interface(address: str) -> dict[str, str]:
     """``GLOO_SOCKET_IFNAME`` naming the network interface that holds ``address`` (this node's, as Ray
     knows it), for a rank's environment; nothing where the environment names one already (the user's
@@ -52,7 +58,7 @@ def serve(listener: socket.socket, timeout: datetime.timedelta, world_size: int 
     up to ``timeout``, for that many members (itself included); without, it returns at once."""
     from torch.distributed import TCPStore
 
-    host, port = listener.getsockname()[:2]
+    host, port = address_of(listener)
     return TCPStore(
         host,
         port,
