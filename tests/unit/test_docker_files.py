@@ -227,6 +227,13 @@ def test_the_image_runs_as_a_user_that_is_not_root():
     assert user not in ("root", "0"), users[-1]
 
 
+def test_the_images_processes_cap_their_malloc_arenas_as_the_embedded_rays_do():
+    from tune_service.execution.allocator import ARENA_LIMIT
+
+    environment = " ".join(args for keyword, args in final_stage(dockerfile_instructions()) if keyword == "ENV")
+    assert f"MALLOC_ARENA_MAX={ARENA_LIMIT}" in environment.split(), environment
+
+
 def test_every_copy_source_is_in_the_build_context():
     copies = [copy_sources_and_dest(args) for keyword, args in dockerfile_instructions() if keyword in ("COPY", "ADD")]
     sources = [source for paths, _, flags in copies if "from" not in flags for source in paths]

@@ -14,6 +14,7 @@ import sys
 from typing import Mapping
 
 from tune_service.errors import ClusterUnreachable
+from tune_service.execution.allocator import arena_environment, cap_arenas
 
 
 def init_ray(
@@ -34,9 +35,14 @@ def init_ray(
 
     The embedded Ray listens on loopback only (its GCS, raylet, workers, agents and any dashboard) and
     keeps Ray's token authentication on (see :func:`_embedded_ray_security`).
+
+    This process's malloc arenas are capped first, before Ray starts its threads, and so are the embedded
+    Ray's processes' (:mod:`~tune_service.execution.allocator`): a long sweep's driver grows less with the
+    trials behind it.
     """
     import ray
 
+    cap_arenas()
     if address:
         _refuse_unreachable(address)
         try:
@@ -48,7 +54,11 @@ def init_ray(
     port = free_listening_port()
     # The state API's address, told to every worker: without it, Ray Train's placement-group cleaner
     # looks for the Ray instances of the machine and fails when there are several.
-    workers_environment = {"PYTHONPATH": search_path, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
+    workers_environment = {
+        "PYTHONPATH": search_path,
+        "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}",
+        **arena_environment(),
+    }
     with _embedded_ray_security(), inherited_by_ray_processes(workers_environment):
         ray.init(
             address="local",
