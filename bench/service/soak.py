@@ -6,10 +6,16 @@ What it checks, per run:
 - every trial has its results (2 epochs each) and none hangs (the slowest trial's own time is reported);
 - memory stays flat: the driver's RSS, the rank processes' RSS (all ``RankWorker`` actors) and the
   trial actors' RSS, sampled every second and binned by how many trials had finished when the sample was
-  taken; the median of the samples while the last 100 trials ran must be within 10 % of the median while
-  the first 100 ran. Gangs are recycled every ``execution.recycle_after_trials`` (100 by default), so
-  each rank process's own growth over its life is reported too;
-- the sweep's wall time (target under 30 minutes on the 2-core machine).
+  taken; the median of the samples while the last 100 trials ran (``--window``) must be within 10 % of
+  the median while the first 100 ran. Gangs are recycled every ``execution.recycle_after_trials`` (100 by
+  default), so each rank process's own growth over its life is reported too;
+- the sweep's wall time (target under 30 minutes on the 2-core machine for 600 trials), and its wall time
+  per trial over the first and the last window;
+- how many trials' directories the driver's staging copy of the experiment holds at the end (Tune copies
+  that copy into storage at each state save; the trials that left Tune's controller leave it too).
+
+``--scheduler asha --epochs 4 --trials 10000 --window 1000`` is issue 43's 10,000-trial figure (random +
+ASHA, 2 ranks a trial).
 
 Not in CI and not in ``bench/run.py`` (about 4 minutes a run here): run it by hand, three times, and report
 every run: ``python bench/service/soak.py [--trials 600]``. Each run is appended to ``bench/results/soak.json``.
@@ -32,11 +38,14 @@ import threading
 import time
 from pathlib import Path
 
+from tune_service.execution import allocator
+from tune_service.experiment import layout
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "bench" / "results" / "soak.json"
 TARGET_WALL_S = 30 * 60
 TARGET_GROWTH = 0.10
-WINDOW = 100  # trials: the first and the last window are compared
+WINDOW = 100  # trials: the first and the last window are compared (--window)
 SETTLE = 5  # trials: a rank process's growth over its life is counted from this many trials into it
 
 #: Process titles grouped into the figures (Ray names an actor's process ``ray::Class`` or
@@ -70,7 +79,7 @@ class MemorySampler(threading.Thread):
 
     def _finished_trials(self) -> int:
         try:
-            with open(self.experiment / "ended_trials.jsonl", "rb") as log:
+            with open(self.experiment / layout.ENDED_TRIALS_FILE, "rb") as log:
                 log.seek(self._read)
                 new = log.read()
         except OSError:
@@ -129,10 +138,35 @@ def window_medians(samples: list[dict], key: str, lo: int, hi: int) -> float | N
     return round(statistics.median(values), 1) if values else None
 
 
+def window_wall_per_trial(samples: list[dict], window: int, trials: int, wall_s: float) -> dict:
+    """The sweep's wall time per trial over its first ``window`` trials (from the first trial ended, so a
+    cold start is not counted) and over its last, and their ratio: from the samples' trial counts, the
+    sweep's end at ``wall_s``."""
+
+    def reached(count: int) -> float:
+        return next((s["t"] for s in samples if s["finished"] >= count), wall_s)
+
+    first = (reached(1 + window) - reached(1)) / window
+    final = (wall_s - reached(trials - window)) / window
+    return {"first_window": round(first, 3), "last_window": round(final, 3), "ratio": round(final / first, 3)}
+
+
+def staged_trial_dirs(experiment: str) -> int | None:
+    """How many trial directories the newest driver's staging copy of an experiment named ``experiment``
+    holds on this machine (Ray's layout: ``<temp>/ray/session_<id>/artifacts/<time>/<experiment>/
+    driver_artifacts``); None where there is none."""
+    copies = Path(tempfile.gettempdir(), "ray").glob(f"session_*/artifacts/*/{experiment}/driver_artifacts")
+    staging = max(copies, key=os.path.getmtime, default=None)
+    return None if staging is None else sum(d.is_dir() for d in staging.iterdir())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=600)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--scheduler", choices=("fifo", "asha"), default="fifo",
+                        help="asha: rungs at every power of 2 epochs up to --epochs, reduction factor 2")
+    parser.add_argument("--window", type=int, default=WINDOW, help="trials in the first and the last window")
     parser.add_argument("--results", default=str(RESULTS), help="the JSON file this run is appended to")
     parser.add_argument("--keep-ended", action="store_true", help="Tune keeps every ended trial (before issue 43)")
     args = parser.parse_args()
@@ -150,7 +184,8 @@ def main() -> None:
         "metric": {"name": "val_accuracy", "goal": "maximize"},
         "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-3, "max": 3e-2},
                        "hidden": {"values": [32, 64]}},
-        "scheduler": {"type": "fifo", "max_t": args.epochs},
+        "scheduler": {"type": "fifo", "max_t": args.epochs} if args.scheduler == "fifo" else
+                     {"type": "asha", "max_t": args.epochs, "grace_period": 1, "reduction_factor": 2},
         "resources": {"workers": 2, "cpus_per_worker": 1},
         "wandb": {"mode": "disabled"},
     }
@@ -169,28 +204,33 @@ def main() -> None:
             finally:
                 ray.shutdown()
         own_s = sorted(trial_seconds(experiment))
-        ended_log = experiment / "ended_trials.jsonl"
+        ended_log = experiment / layout.ENDED_TRIALS_FILE
         logged = len(ended_log.read_text().splitlines()) if ended_log.exists() else None
         # what Tune's controller still held at the end (its final saved state): none, its ended trials retired
         tune_held = len(json.loads(max(experiment.glob("experiment_state-*.json")).read_text())["trial_data"])
+        staged = staged_trial_dirs("soak")
 
-    samples, last = sampler.samples, args.trials - WINDOW
+    samples, window, last = sampler.samples, args.window, args.trials - args.window
     memory = {}
     for key in ("driver", RANKS, TRIAL_ACTORS):
-        first, final = window_medians(samples, key, 0, WINDOW), window_medians(samples, key, last, args.trials)
+        first, final = window_medians(samples, key, 0, window), window_medians(samples, key, last, args.trials)
         growth = None if not first or final is None else round(final / first - 1, 3)
         memory[key] = {"first_window_mib": first, "last_window_mib": final, "growth": growth,
                        "flat": growth is not None and abs(growth) <= TARGET_GROWTH}
     lives = [{"pid": pid, "base_mib": round(life["base"] / 2**20, 1), "last_mib": round(life["last"] / 2**20, 1),
               "samples": life["samples"]} for pid, life in sampler.rank_life.items() if life["base"]]
-    complete = [t for t in result.trials if t.metrics and t.epochs == args.epochs]
+    # a trial ASHA stopped has its results up to its rung
+    complete = [t for t in result.trials if t.metrics and (t.epochs == args.epochs or t.status == "stopped")]
     run = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "variant": "keep_ended" if args.keep_ended else "service (ended trials retired)",
+        "scheduler": args.scheduler, "window_trials": window,
         # glibc's arenas: the service caps them at 2 unless the environment sets MALLOC_ARENA_MAX (which wins)
-        "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", "2 (the service's cap)"),
+        "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", f"{allocator.ARENA_LIMIT} (the service's cap)"),
         "trials_in_ended_log": logged,
         "trials_tune_held_at_the_end": tune_held,
+        # trials' directories left in the driver's staging copy of the experiment, which Tune's saves copy
+        "trial_dirs_in_staging_at_the_end": staged,
         "trials": args.trials, "epochs_per_trial": args.epochs,
         "wall_s": round(wall_s, 1), "under_30_min": wall_s < TARGET_WALL_S,
         "trials_recorded": len(result.trials), "trials_complete": len(complete),
@@ -198,6 +238,7 @@ def main() -> None:
         "statuses": {s: sum(t.status == s for t in result.trials) for s in ("completed", "stopped", "failed",
                                                                              "interrupted")},
         "trial_own_s": {"median": own_s[len(own_s) // 2], "max": own_s[-1]} if own_s else None,
+        "wall_per_trial_s": window_wall_per_trial(samples, window, args.trials, wall_s),
         "memory": memory,
         "rank_processes": len(lives),
         # Each rank process from SETTLE trials into its life (see MemorySampler) to its last sample.

@@ -204,3 +204,29 @@ def test_a_warm_start_reads_the_earlier_sweep_from_the_bucket(s3_environment, tm
     with pytest.raises(SpecError, match=f"^warm_start: nothing at 's3://{BUCKET}/warm/nothing'$"):
         read_warm_start(new_spec("bayes", f"s3://{BUCKET}/warm/nothing"))
     assert set(Path(tempfile.gettempdir()).glob("tune-service-mirror-*")) == mirrors  # the downloads were removed
+
+
+def test_a_retired_trials_directory_moves_whole_into_the_bucket(s3_environment, tmp_path):
+    """A trial that left Tune's controller: its staging directory goes into the bucket, then leaves staging
+    (tune_service.experiment.staging; the sweep's own staging directory: test_retired_trials.py)."""
+    from types import SimpleNamespace
+
+    from tune_service.experiment.staging import StagedTrialDirs
+
+    class TuneCopies:  # Tune's syncer, which has no copy in flight here
+        def wait(self) -> None:
+            pass
+
+    staged = tmp_path / "trial_a"
+    (staged / "checkpoint_000001").mkdir(parents=True)
+    (staged / "params.json").write_text('{"quality": 0.9}')
+    (staged / "checkpoint_000001" / "model.pt").write_bytes(b"weights")
+    trial = SimpleNamespace(local_path=str(staged), path=f"{BUCKET}/moved/trial_a",
+                            storage=SimpleNamespace(storage_filesystem=_s3(s3_environment), syncer=TuneCopies()))
+    moves = StagedTrialDirs(batch=1)
+    moves.retired([trial])
+    assert moves.moved == 1 and not staged.exists()
+    assert sorted(_keys(s3_environment, f"{BUCKET}/moved")) == [
+        f"{BUCKET}/moved/trial_a/checkpoint_000001/model.pt", f"{BUCKET}/moved/trial_a/params.json"]
+    with _s3(s3_environment).open_input_stream(f"{BUCKET}/moved/trial_a/params.json") as stream:
+        assert stream.readall() == b'{"quality": 0.9}'

@@ -12,7 +12,9 @@ Tune's loop, :class:`RetiredTrials` lets go of every trial that has ended for go
 - the final results read it back from ``ended_trials.jsonl`` (:meth:`SweepProgress.final`);
 - Tune's saved experiment state no longer lists it, so a resume restores only the trials still to run
   (and the last trial, which stays while no other is in the controller: Tune's restore needs one);
-  the searcher's state and the replayed rungs carry the ended ones.
+  the searcher's state and the replayed rungs carry the ended ones;
+- its directory leaves the driver's staging copy of the experiment for storage
+  (:mod:`~tune_service.experiment.staging`), so Tune's saves no longer copy it each time.
 
 A resumed sweep's first step is preceded by :meth:`RetiredTrials.stop_restored_ended`: Tune's state lags
 behind the service's records, and a trial it restores unfinished may have ended before the driver died.
@@ -30,6 +32,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tune_service.experiment.callbacks import DriverCallback, FinalStatuses
+from tune_service.experiment.staging import StagedTrialDirs
 from tune_service.ray_internals import private, replaced
 
 if TYPE_CHECKING:
@@ -61,7 +64,8 @@ class RetiredTrials(DriverCallback):
     """After each step of Tune's loop, the trials that have ended and whose record ``progress`` has saved
     leave the controller; ``statuses`` is told how many left its list. ``uploaded``: whether the saved
     records are where a resume reads them too (a remote experiment's log in its bucket; until then the
-    trials stay). ``retired``: how many have left."""
+    trials stay). ``retired``: how many have left. ``staged``: their directories in the driver's staging
+    copy of the experiment, which move into storage as they leave."""
 
     def __init__(
         self,
@@ -73,6 +77,7 @@ class RetiredTrials(DriverCallback):
         super().__init__(f"{experiment}/retired")
         self.progress, self.statuses, self.uploaded = progress, statuses, uploaded
         self.retired = 0
+        self.staged = StagedTrialDirs()
         self._restored_checked = False
         #: Trials Tune restored ended that the service's records lack: they stay in Tune (see below).
         self._restored_unrecorded: frozenset[str] = frozenset()
@@ -131,6 +136,7 @@ class RetiredTrials(DriverCallback):
                 _forget_in_callback(callback, trial)
         self.statuses.left(len(ended))
         self.retired += len(ended)
+        self.staged.retired(ended)
 
 
 def _ended(trial: Any, actor_of: dict[Any, Any], trial_of: dict[Any, Any]) -> bool:

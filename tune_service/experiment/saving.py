@@ -25,18 +25,19 @@ class FailingSaves:
         self.failures = 0
         self.last_error = ""
 
-    def attempt(self, save: Callable[[], object]) -> bool:
-        """Run ``save``; an ``OSError`` is caught (warned once per run of failures) and False returned."""
+    def attempt(self, save: Callable[[], object], errors: tuple[type[Exception], ...] = (OSError,)) -> bool:
+        """Run ``save``; an error of ``errors`` (an ``OSError`` unless told) is caught, warned of once per
+        run of failures, and False returned."""
         try:
             save()
-        except OSError as error:
+        except errors as error:
             self.failures += 1
-            self.last_error = str(error.strerror or error)
+            self.last_error = str(getattr(error, "strerror", None) or error)
             if not self.failing:
                 logger.warning(
                     "could not save %s (%s); the last good copy is kept and later saves try again",
                     self.what,
-                    error.strerror or error,
+                    self.last_error,
                 )
             self.failing = True
             return False
