@@ -23,7 +23,8 @@ every run: ``python bench/service/soak.py [--trials 600]``. Each run is appended
 Under FIFO (as here) and ASHA a trial that has ended leaves Tune's controller
 (:mod:`tune_service.execution.retiring`, issue 43): the driver's memory does not grow with the trials
 behind it. ``--keep-ended`` switches that off (the driver keeps every trial, as Tune does by design,
-ray-project/ray#64231), for the figure beside it.
+ray-project/ray#64231), for the figure beside it; ``--keep-staged`` leaves the retired trials' directories
+in Tune's staging copy of the experiment (:mod:`tune_service.experiment.staging`).
 """
 
 from __future__ import annotations
@@ -131,6 +132,14 @@ def keep_ended_trials() -> None:
     driver.retires = lambda spec: False
 
 
+def keep_staged_trial_dirs() -> None:
+    """``--keep-staged``: a retired trial's directory stays in Tune's staging copy of the experiment, which
+    Tune copies whole into storage at each state save (before 2026-11-30)."""
+    from tune_service.experiment.staging import StagedTrialDirs
+
+    StagedTrialDirs.retired = lambda self, trials: None
+
+
 def window_medians(samples: list[dict], key: str, lo: int, hi: int) -> float | None:
     """The median of ``key`` over the samples taken while trials ``lo+1 .. hi`` were running (0 values, a
     moment with no process of the kind, such as a gang being rebuilt, left out)."""
@@ -169,9 +178,13 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=WINDOW, help="trials in the first and the last window")
     parser.add_argument("--results", default=str(RESULTS), help="the JSON file this run is appended to")
     parser.add_argument("--keep-ended", action="store_true", help="Tune keeps every ended trial (before issue 43)")
+    parser.add_argument("--keep-staged", action="store_true",
+                        help="retired trials' directories stay in Tune's staging copy (before 2026-11-30)")
     args = parser.parse_args()
     if args.keep_ended:
         keep_ended_trials()
+    if args.keep_staged:
+        keep_staged_trial_dirs()
 
     import ray
 
@@ -224,6 +237,7 @@ def main() -> None:
     run = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "variant": "keep_ended" if args.keep_ended else "service (ended trials retired)",
+        "retired_trial_dirs": "kept in staging" if args.keep_staged else "moved into storage",
         "scheduler": args.scheduler, "window_trials": window,
         # glibc's arenas: the service caps them at 2 unless the environment sets MALLOC_ARENA_MAX (which wins)
         "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", f"{allocator.ARENA_LIMIT} (the service's cap)"),

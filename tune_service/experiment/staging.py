@@ -68,6 +68,8 @@ def _move(trial: Any) -> None:
     if not staged.is_dir():
         return  # Tune never wrote one (a trial that failed before it started)
     filesystem = trial.storage.storage_filesystem
+    if filesystem.type_name == "local" and Path(trial.path).resolve() == staged.resolve():
+        return  # staged where it is stored (never with Ray's layout): removing it would lose the trial
     filesystem.create_dir(trial.path, recursive=True)
     pyarrow.fs.copy_files(str(staged), trial.path, destination_filesystem=filesystem)
     shutil.rmtree(staged)

@@ -87,3 +87,11 @@ def test_a_failed_copy_of_tunes_is_warned_of_and_the_trials_still_move(tmp_path,
         "copy is kept and later saves try again"
     ]
     assert not Path(trial.local_path).exists() and (Path(trial.path) / "params.json").is_file()
+
+
+def test_a_directory_staged_where_it_is_stored_stays(tmp_path):
+    trial = staged_trial(tmp_path, "a", TuneCopies())
+    trial.path = trial.local_path
+    staged = StagedTrialDirs(batch=1)
+    staged.retired([trial])
+    assert (Path(trial.local_path) / "result.json").read_text() == "a's result.json"
