@@ -161,12 +161,16 @@ def window_wall_per_trial(samples: list[dict], window: int, trials: int, wall_s:
 
 
 def staged_trial_dirs(experiment: str) -> int | None:
-    """How many trial directories the newest driver's staging copy of an experiment named ``experiment``
-    holds on this machine (Ray's layout: ``<temp>/ray/session_<id>/artifacts/<time>/<experiment>/
-    driver_artifacts``); None where there is none."""
-    copies = Path(tempfile.gettempdir(), "ray").glob(f"session_*/artifacts/*/{experiment}/driver_artifacts")
-    staging = max(copies, key=os.path.getmtime, default=None)
-    return None if staging is None else sum(d.is_dir() for d in staging.iterdir())
+    """How many trial directories the staging copies of an experiment named ``experiment`` hold in this
+    machine's newest Ray session that has one (Ray's layout: ``<temp>/ray/session_<id>/artifacts/<time>/
+    <experiment>/driver_artifacts``, a ``<time>`` for each of Tune's storage contexts of the experiment;
+    ``session_latest`` is a link, read once); None where there is none."""
+    ray_temp = Path(tempfile.gettempdir(), "ray")
+    copies = {c.resolve() for c in ray_temp.glob(f"session_*/artifacts/*/{experiment}/driver_artifacts")}
+    if not copies:
+        return None
+    session = max((copy.parents[3] for copy in copies), key=os.path.getmtime)
+    return sum(d.is_dir() for copy in copies if copy.parents[3] == session for d in copy.iterdir())
 
 
 def main() -> None:

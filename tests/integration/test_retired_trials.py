@@ -25,11 +25,16 @@ def tune_state_trials(experiment: Path) -> list[str]:
     return [(json.loads(t) if isinstance(t, str) else t)["trial_id"] for t, _ in state["trial_data"]]
 
 
-def driver_staging(experiment: str) -> Path:
-    """The driver's staging copy of the experiment named ``experiment`` (a name no other Ray session on
-    this machine used; Ray's layout: ``<temp>/ray/session_<id>/artifacts/<time>/<experiment>/driver_artifacts``)."""
-    (staging,) = Path(tempfile.gettempdir(), "ray").glob(f"session_*/artifacts/*/{experiment}/driver_artifacts")
-    return staging
+def staged_trial_dirs(experiment: str) -> list[str]:
+    """The trial directories in the driver's staging copies of the experiment named ``experiment`` (a name
+    no other Ray session on this machine used). Ray's layout: ``<temp>/ray/session_<id>/artifacts/<time>/
+    <experiment>/driver_artifacts``, where ``<time>`` is the second each of Tune's storage contexts of the
+    experiment was made in, so a slow machine may have more than one copy (the others empty); the newest
+    session is also ``session_latest``, a link, read once."""
+    ray_temp = Path(tempfile.gettempdir(), "ray")
+    copies = {c.resolve() for c in ray_temp.glob(f"session_*/artifacts/*/{experiment}/driver_artifacts")}
+    assert copies, f"no staging copy of {experiment}"
+    return [d.name for copy in copies for d in copy.iterdir() if d.is_dir()]
 
 
 def test_an_asha_sweep_lets_its_ended_trials_go_and_reports_every_one_in_creation_order(ray_cluster, tmp_path):
@@ -50,7 +55,7 @@ def test_an_asha_sweep_lets_its_ended_trials_go_and_reports_every_one_in_creatio
     assert {t.status for t in result.trials if t.epochs == 2} == {"completed"}
     assert len({t.trial_id for t in result.trials}) == 14
     # the first ten trials to leave moved out of staging together, whole: Tune's saves no longer copy them
-    staged = [d.name for d in driver_staging(name).iterdir() if d.is_dir()]
+    staged = staged_trial_dirs(name)
     assert len(staged) == 4, staged
     for trial in result.trials:
         kept = {f.name for f in layout.trial_dir(experiment, trial.trial_id).iterdir()}
